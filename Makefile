@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# User-facing commands of rust-plx-dma.  Kbuild (next to this file) is what
+# the kernel's build system reads for `make -C $KDIR M=$PWD`; this Makefile is
+# only for people and CI.
+#
+#   make run                 build what is missing, boot a guest, run the demo
+#   make check [SUITE=name]  every test suite, or one (SUITE=list lists them)
+#   make shell               an interactive guest with everything loaded
+#   make modules [KDIR=dir]  build the modules (default: the cached test kernel)
+#   make kernel [FLAVOUR=test|bench]
+#   make env                 create the pinned trixie root only
+
+SHELL := /bin/bash
+FLAVOUR ?= test
+SUITE ?=
+
+.PHONY: all modules run check shell env kernel clean
+
+all: modules
+
+modules:
+	@scripts/modules-build.sh $(if $(KDIR),$(KDIR),$(FLAVOUR))
+
+run:
+	@scripts/run.sh
+
+check:
+	@scripts/check.sh $(SUITE)
+
+shell:
+	@scripts/guest-run.sh -i -k $(FLAVOUR) -n shell
+
+env:
+	@scripts/env-setup.sh
+
+kernel:
+	@scripts/kernel-build.sh $(FLAVOUR)
+
+clean:
+	rm -rf build

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Boot one bench guest: q35 under TCG, intel-iommu (caching-mode, interrupt
+# remapping, split irqchip), memfd-shared RAM, vfio-user devices served by
+# host processes, a serial console and a second serial port for results.
+#
+#   scripts/guest-run.sh [options] GUEST_SCRIPT
+#     -n NAME        run name: build/results/NAME.{console,tap} (default: guest)
+#     -k FLAVOUR     kernel flavour, test or bench (default: test)
+#     -t SECONDS     timeout for the whole run (default: 900)
+#     -d NAME=CMD    start CMD on the host before boot; it must serve a
+#                    vfio-user socket at $SOCK; the guest gets it as a device.
+#                    Repeatable; devices appear in the order given.
+#     -a SRC:DST     copy SRC into the initramfs at DST (repeatable)
+#     -i             interactive: the console is this terminal (make shell)
+#
+# Exit status: the guest script's status; 124 on timeout; 125 when QEMU ended
+# without the guest finishing; 126 when the console shows a kernel splat.
+
+. "$(dirname "$0")/lib.sh"
+
+name=guest flavour=test timeout=900 interactive=0
+devices=() extras=()
+while getopts "n:k:t:d:a:i" opt; do
+	case "$opt" in
+	n) name=$OPTARG ;;
+	k) flavour=$OPTARG ;;
+	t) timeout=$OPTARG ;;
+	d) devices+=("$OPTARG") ;;
+	a) extras+=("$OPTARG") ;;
+	i) interactive=1 ;;
+	*) die "usage: guest-run.sh [-n NAME] [-k FLAVOUR] [-t S] [-d NAME=CMD] [-a SRC:DST] [-i] SCRIPT" ;;
+	esac
+done
+shift $((OPTIND - 1))
+script=${1:-}
+[ "$interactive" = 1 ] && script=${script:-/dev/null}
+[ -n "$script" ] && [ -r "$script" ] || die "guest-run: no readable guest script given"
+need_root guest
+
+kb=$("$REPO/scripts/kernel-build.sh" "$flavour")
+"$REPO/scripts/modules-build.sh" "$flavour" >/dev/null
+results=$REPO/build/results
+mkdir -p "$results"
+console=$results/$name.console tap=$results/$name.guest.tap
+# Sockets live in the cache: short paths (sun_path is 108 bytes) that the
+# trixie root sees at the same place.
+run=$(mktemp -d "$PLX_CACHE/run.XXXXXX")
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill_tree TERM "$p"; done
+	wait 2>/dev/null || true
+	rm -rf "$run"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+step "initramfs for $name" "$REPO/scripts/initramfs.sh" "$kb" "$REPO/build/modules/$flavour" \
+	"$run/initrd.gz" "$script" "${extras[@]}" >&2
+
+qemu_dev=()
+for spec in "${devices[@]}"; do
+	dname=${spec%%=*} cmd=${spec#*=}
+	sock=$run/$dname.sock
+	SOCK=$sock bash -c "$cmd" >"$results/$name.$dname.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+	[ -S "$sock" ] || die "device $dname did not create $sock (see $results/$name.$dname.log)"
+	qemu_dev+=(-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"path\":\"$sock\",\"type\":\"unix\"}}")
+done
+
+append="console=ttyS0 panic=-1 oops=panic intel_iommu=on iommu.strict=1 loglevel=7"
+append+=" kmemleak=on hung_task_panic=0"
+qemu=(qemu-system-x86_64 -machine q35,memory-backend=mem,kernel-irqchip=split -accel tcg
+	-cpu max -smp 2 -m 1G -object memory-backend-memfd,id=mem,size=1G,share=on
+	-device intel-iommu,caching-mode=on,intremap=on
+	"${qemu_dev[@]}"
+	-display none -no-reboot -kernel "$kb/arch/x86/boot/bzImage" -initrd "$run/initrd.gz")
+
+if [ "$interactive" = 1 ]; then
+	in_root "${qemu[@]}" -serial mon:stdio -serial null -append "$append plx.shell"
+	exit 0
+fi
+
+: >"$tap"
+t0=$(date +%s)
+in_root "${qemu[@]}" -serial "file:$console" -serial "file:$run/results" \
+	-monitor none -append "$append" </dev/null >"$run/qemu.out" 2>&1 &
+qpid=$!
+pids+=($qpid)
+status=
+while kill -0 "$qpid" 2>/dev/null; do
+	if [ $(($(date +%s) - t0)) -ge "$timeout" ]; then
+		kill_tree TERM "$qpid"
+		status=124
+		break
+	fi
+	sleep 0.5
+done
+wait "$qpid" 2>/dev/null && qrc=0 || qrc=$?
+tr -d '\r' <"$run/results" | grep -v '^GUEST-EXIT ' >"$tap" || true
+tr -d '\r' <"$console" >"$console.tmp" && mv "$console.tmp" "$console"
+cat "$run/qemu.out" >>"$console"
+elapsed=$(($(date +%s) - t0))
+
+if [ -z "$status" ]; then
+	status=$(tr -d '\r' <"$run/results" | sed -n 's/^GUEST-EXIT \([0-9]*\)$/\1/p' | tail -n 1)
+	if [ -z "$status" ]; then
+		log "$name: QEMU ended (status $qrc) before the guest finished; see $console"
+		status=125
+	fi
+else
+	log "$name: timed out after $timeout s; see $console"
+fi
+if ! "$REPO/scripts/splat-scan.sh" "$console" >&2; then
+	log "$name: kernel splat in the console: the run FAILS ($console)"
+	status=126
+fi
+log "$name: guest status $status after $elapsed s"
+exit "$status"

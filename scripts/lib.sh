@@ -1,0 +1,83 @@
+# SPDX-License-Identifier: GPL-2.0
+# Shared shell helpers for the bench scripts: logging, timing, the cache
+# layout and the trixie root.  Sourced, never executed.
+
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Every build artefact that outlives a clone lives here (trixie root, kernels).
+PLX_CACHE=${PLX_CACHE:-/var/cache/rust-plx-dma}
+ROOTFS=${ROOTFS:-$PLX_CACHE/trixie-root}
+# Pinned versions: change them together.
+KVER=7.3.4
+KSRC_PKG=linux-source-7.3
+QEMU_MIN=11.1
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Run "$@" as one named step, printing how long it took.
+step() {
+	local name=$1 t0 rc=0
+	shift
+	t0=$(date +%s)
+	log "$name ..."
+	"$@" || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		log "$name FAILED (status $rc) after $(($(date +%s) - t0)) s"
+		return "$rc"
+	fi
+	log "$name done in $(($(date +%s) - t0)) s"
+}
+
+need_root() {
+	[ "$(id -u)" -eq 0 ] || die "this step needs root (it uses debootstrap, chroot and mounts); run it as root, e.g. sudo make $*"
+}
+
+# Fail early with a clear message when the cache disk is nearly full.
+need_space() {
+	local want_mb=$1 dir=$PLX_CACHE avail
+	mkdir -p "$dir" 2>/dev/null || die "cannot create cache directory $dir (set PLX_CACHE to a writable place)"
+	avail=$(df -Pm "$dir" | awk 'NR == 2 { print $4 }')
+	[ "$avail" -ge "$want_mb" ] ||
+		die "only ${avail} MB free under $dir, ${want_mb} MB needed (free space or set PLX_CACHE elsewhere)"
+}
+
+# The Debian mirror this host already uses (never hard-coded in the project).
+debian_mirror() {
+	local m
+	m=$(grep -rhoE '(URIs:|deb)[[:space:]]+https?://[^[:space:]]+/debian/?([[:space:]]|$)' \
+		/etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
+		awk '{ print $2 }' | grep -v -- '-security' | head -n 1 || true)
+	[ -n "$m" ] || die "no Debian mirror found in /etc/apt/sources.list*; set PLX_MIRROR"
+	echo "${PLX_MIRROR:-$m}"
+}
+
+# Run a command inside the trixie root, in a private mount namespace so that
+# nothing stays mounted when it ends.  The repository and the cache are bound
+# at the same paths inside, so paths mean the same on both sides.
+in_root() {
+	[ -x "$ROOTFS/usr/bin/env" ] || die "the trixie root is missing: run scripts/env-setup.sh"
+	unshare --mount --propagation private -- /bin/bash -c '
+		set -e
+		r=$1 repo=$2 cache=$3
+		shift 3
+		mount -t proc proc "$r/proc"
+		mount -t sysfs sys "$r/sys"
+		mount --rbind /dev "$r/dev"
+		mkdir -p "$r$repo" "$r$cache"
+		mount --bind "$repo" "$r$repo"
+		mount --bind "$cache" "$r$cache"
+		[ -e /etc/resolv.conf ] && cp -L /etc/resolv.conf "$r/etc/resolv.conf" 2>/dev/null || true
+		exec chroot "$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+			LANG=C.UTF-8 TERM="${TERM:-dumb}" "$@"
+	' in_root "$ROOTFS" "$REPO" "$PLX_CACHE" "$@"
+}
+
+# Signal a process and all of its descendants (a chroot'ed QEMU runs a few
+# exec levels below the shell's background job).
+kill_tree() {
+	local sig=$1 pid=$2 child
+	for child in $(pgrep -P "$pid" 2>/dev/null); do kill_tree "$sig" "$child"; done
+	kill "-$sig" "$pid" 2>/dev/null || true
+}

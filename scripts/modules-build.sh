@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build every module of the repository out of tree, warnings as errors, and
+# print the directory holding the objects.
+#
+#   scripts/modules-build.sh [test|bench|KDIR] [make arguments ...]
+#
+# "test" and "bench" use the cached kernels (built on demand) and the trixie
+# root's toolchain.  Any other argument is a configured CONFIG_RUST kernel
+# build tree, built with the host's toolchain; the compiler family follows
+# the tree's own .config.
+
+. "$(dirname "$0")/lib.sh"
+
+target=${1:-test}
+[ $# -gt 0 ] && shift
+werror=(KCFLAGS=-Werror KRUSTFLAGS=-Dwarnings)
+case "$target" in
+test | bench)
+	need_root modules
+	kdir=$("$REPO/scripts/kernel-build.sh" "$target")
+	out=${MODULES_OUT:-$REPO/build/modules/$target}
+	mkdir -p "$out"
+	in_root make -s -C "$kdir" M="$REPO" MO="$out" LLVM=1 "${werror[@]}" "$@" modules >&2
+	;;
+*)
+	kdir=$(cd "$target" 2>/dev/null && pwd) || die "KDIR $target does not exist"
+	[ -f "$kdir/.config" ] || die "KDIR $kdir is not a configured kernel build tree (no .config)"
+	grep -q '^CONFIG_RUST=y' "$kdir/.config" || die "KDIR $kdir has no CONFIG_RUST=y: the Rust modules cannot be built"
+	[ -f "$kdir/rust/libkernel.rmeta" ] || [ -f "$kdir/rust/kernel.o" ] ||
+		die "KDIR $kdir has no built rust/ (run 'make' in it first)"
+	llvm=()
+	grep -q '^CONFIG_CC_IS_CLANG=y' "$kdir/.config" && llvm=(LLVM=1)
+	out=${MODULES_OUT:-$REPO/build/modules/$(basename "$kdir")}
+	mkdir -p "$out"
+	make -s -C "$kdir" M="$REPO" MO="$out" "${llvm[@]}" "${werror[@]}" "$@" modules >&2
+	;;
+esac
+echo "$out"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make run`: set up what is missing, build, boot a guest behind intel-iommu
+# with the emulated engine(s), run the demo and print a summary.
+
+. "$(dirname "$0")/lib.sh"
+
+need_root run
+t0=$(date +%s)
+rc=0
+"$REPO/scripts/guest-run.sh" -n run -t 600 "$REPO/scripts/guest/demo.sh" >&2 || rc=$?
+echo
+echo "rust-plx-dma demo (console: build/results/run.console)"
+grep -vE '^(ok|not ok) ' "$REPO/build/results/run.guest.tap" || true
+echo
+grep -E '^(ok|not ok) ' "$REPO/build/results/run.guest.tap" | sed 's/^/  /' || true
+echo
+if [ "$rc" -eq 0 ]; then
+	echo "demo passed in $(($(date +%s) - t0)) s"
+else
+	echo "demo FAILED (status $rc) after $(($(date +%s) - t0)) s"
+fi
+exit "$rc"
