@@ -9,9 +9,11 @@
 #     -n NAME        run name: build/results/NAME.{console,tap} (default: guest)
 #     -k FLAVOUR     kernel flavour, test or bench (default: test)
 #     -t SECONDS     timeout for the whole run (default: 900)
-#     -d NAME=CMD    start CMD on the host before boot; it must serve a
-#                    vfio-user socket at $SOCK; the guest gets it as a device.
-#                    Repeatable; devices appear in the order given.
+#     -d NAME[*N]=CMD
+#                    start CMD on the host before boot; it must serve N
+#                    (default 1) vfio-user sockets, at the paths listed in
+#                    $SOCKETS ($SOCK is the first); each becomes a PCI device
+#                    of the guest, in the order given.  Repeatable.
 #     -a SRC:DST     copy SRC into the initramfs at DST (repeatable)
 #     -i             interactive: the console is this terminal (make shell)
 #
@@ -62,13 +64,17 @@ step "initramfs for $name" "$REPO/scripts/initramfs.sh" "$kb" "$REPO/build/modul
 
 qemu_dev=()
 for spec in "${devices[@]}"; do
-	dname=${spec%%=*} cmd=${spec#*=}
-	sock=$run/$dname.sock
-	SOCK=$sock bash -c "$cmd" >"$results/$name.$dname.log" 2>&1 &
+	dname=${spec%%=*} cmd=${spec#*=} count=1
+	case "$dname" in *\**) count=${dname#*\*} dname=${dname%%\**} ;; esac
+	socks=()
+	for i in $(seq 0 $((count - 1))); do socks+=("$run/$dname$i.sock"); done
+	SOCKETS="${socks[*]}" SOCK=${socks[0]} bash -c "$cmd" >"$results/$name.$dname.log" 2>&1 &
 	pids+=($!)
-	for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
-	[ -S "$sock" ] || die "device $dname did not create $sock (see $results/$name.$dname.log)"
-	qemu_dev+=(-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"path\":\"$sock\",\"type\":\"unix\"}}")
+	for sock in "${socks[@]}"; do
+		for _ in $(seq 300); do [ -S "$sock" ] && break; sleep 0.1; done
+		[ -S "$sock" ] || die "device $dname did not create $sock (see $results/$name.$dname.log)"
+		qemu_dev+=(-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"path\":\"$sock\",\"type\":\"unix\"}}")
+	done
 done
 
 append="console=ttyS0 panic=-1 oops=panic intel_iommu=on iommu.strict=1 loglevel=7"

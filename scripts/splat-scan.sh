@@ -23,7 +23,7 @@ patterns=(
 	'inconsistent lock state'
 	'possible recursive locking'
 	'suspicious RCU usage'
-	'DMA-API: '                          # DMA API debug
+	'DMA-API: ([^ ]+ [^ ]+: |device driver)'  # DMA API debug errors
 	'kmemleak: .*new suspected memory leak'
 	'unreferenced object 0x'             # kmemleak report body
 	'ODEBUG: '                           # debug objects

@@ -1,0 +1,531 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One DMA channel: its descriptor ring and the dmaengine operations on it.
+//!
+//! # Ring protocol
+//!
+//! The ring lives in coherent DMA memory. Hardware slots are filled at
+//! *submit* time, in cookie order, so that a client may prepare several
+//! descriptors and submit them in any order. For each slot the driver writes
+//! the addresses and size, orders them with `dma_wmb()`, then sets VALID;
+//! `issue_pending` orders all VALID bits before the START doorbell. The
+//! engine clears VALID in its write-back, which is what completion reaps,
+//! from `tail` up to the first slot the engine still owns.
+//!
+//! # Locking
+//!
+//! - `state` (spinlock, IRQs off) orders the ring: head, tail, the slot
+//!   table, the free descriptors and cookie assignment (the [`Submitter`]).
+//! - `completer` (spinlock, IRQs off) serializes completions. It is taken
+//!   before `state` when both are needed, and client callbacks run under it
+//!   but never under `state`, so a callback may submit new work.
+//! - The hard IRQ handler touches neither: it acknowledges the interrupt and
+//!   wakes the IRQ thread, which reaps.
+
+use crate::{
+    dmaengine::{
+        provider::{Channel, ChannelOps, Completer, DescPool, Finished, Prepared, Submitter},
+        Cookie, PrepFlags, TxResult,
+    },
+    hw_desc::{HwDesc, WriteBack, FLAG_VALID, MAX_ADDRESS, MAX_COPY},
+    regs::{self, BAR0_SIZE},
+    stats::Stats,
+};
+use kernel::{
+    device::{Bound, Device},
+    devres::Devres,
+    dma::{Coherent, DmaAddress},
+    io::{io_read, io_write, poll::read_poll_timeout_atomic, register::Register, Io},
+    new_spinlock_irq,
+    pci::DevresBar,
+    prelude::*,
+    sync::{
+        aref::ARef,
+        atomic::{AtomicFlag, Relaxed},
+        barrier::{dma_mb, Write},
+        Arc, SpinLockIrq,
+    },
+    time::Delta,
+};
+use pin_init::Zeroable;
+
+type Ring = Coherent<[HwDesc]>;
+
+/// Reads the first word of ring slot `slot`.
+fn read_flags(ring: &Ring, slot: usize) -> Result<u32> {
+    Ok(io_read!(ring, [try: slot].flags_and_size))
+}
+
+/// Writes the first word of ring slot `slot`.
+fn write_flags(ring: &Ring, slot: usize, flags: u32) -> Result {
+    io_write!(ring, [try: slot].flags_and_size, flags);
+    Ok(())
+}
+
+/// Writes descriptor `hw` into ring slot `slot`.
+fn write_desc(ring: &Ring, slot: usize, hw: &HwDesc) -> Result {
+    io_write!(ring, [try: slot].dst_lo, hw.dst_lo);
+    io_write!(ring, [try: slot].src_lo, hw.src_lo);
+    io_write!(ring, [try: slot].dst_hi, hw.dst_hi);
+    io_write!(ring, [try: slot].src_hi, hw.src_hi);
+    write_flags(ring, slot, hw.flags_and_size)
+}
+
+/// Completions handled per lock round trip.
+const BATCH: usize = 32;
+/// Prefetch limit programmed at start ("four descriptors" in the C driver).
+const PREFETCH_FOUR: u32 = 8;
+
+/// What the driver remembers of a prepared or submitted descriptor.
+#[derive(Clone, Copy, Default)]
+struct SwDesc {
+    dst: DmaAddress,
+    src: DmaAddress,
+    len: u32,
+    interrupt: bool,
+    cookie: i32,
+}
+
+/// Ring bookkeeping, under `PlxChannel::state`.
+struct RingState {
+    /// A client holds the channel and the engine is programmed.
+    active: bool,
+    /// The device is gone: every new request fails.
+    dead: bool,
+    /// Next slot to fill (free-running; slot = head % size).
+    head: u32,
+    /// Oldest slot not yet completed (free-running).
+    tail: u32,
+    /// Descriptor index held by each ring slot.
+    slot_desc: KVec<usize>,
+    /// Software copy of each descriptor.
+    descs: KVec<SwDesc>,
+    /// Descriptors neither prepared nor in flight.
+    free: KVec<usize>,
+    /// Present while a client holds the channel.
+    submitter: Option<Submitter>,
+}
+
+impl RingState {
+    fn in_flight(&self) -> u32 {
+        self.head.wrapping_sub(self.tail)
+    }
+}
+
+/// How [`PlxChannel::drain`] treats descriptors the engine has not finished.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Drain {
+    /// Stop at the first descriptor the engine still owns.
+    Finished,
+    /// The engine is stopped: abort everything still queued.
+    All,
+}
+
+/// A DMA channel of one PCI function.
+#[pin_data]
+pub(crate) struct PlxChannel {
+    dev: ARef<Device>,
+    bar: DevresBar<BAR0_SIZE>,
+    ring: Devres<Ring>,
+    ring_dma: DmaAddress,
+    size: u32,
+    #[pin]
+    state: SpinLockIrq<RingState>,
+    #[pin]
+    completer: SpinLockIrq<Option<Completer>>,
+    /// Set by the hard IRQ handler when the engine reported an error.
+    error_pending: AtomicFlag,
+    pub(crate) stats: Stats,
+}
+
+impl PlxChannel {
+    /// Creates the channel of a bound function with a ring of `size` slots.
+    pub(crate) fn new(
+        dev: &Device<Bound>,
+        bar: DevresBar<BAR0_SIZE>,
+        size: u32,
+    ) -> Result<Arc<Self>> {
+        let n = size as usize;
+        let mem = Coherent::<HwDesc>::zeroed_slice(dev, n, GFP_KERNEL)?;
+        let ring_dma = mem.dma_address();
+        if ring_dma > MAX_ADDRESS {
+            return Err(ERANGE);
+        }
+        let ring = Devres::new(dev, mem)?;
+        let mut slot_desc = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut descs = KVec::with_capacity(n, GFP_KERNEL)?;
+        let free = KVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
+            slot_desc.push(0, GFP_KERNEL)?;
+            descs.push(SwDesc::default(), GFP_KERNEL)?;
+        }
+        Arc::pin_init(
+            pin_init!(Self {
+                dev: dev.into(),
+                bar,
+                ring,
+                ring_dma,
+                size,
+                state <- new_spinlock_irq!(RingState {
+                    active: false,
+                    dead: false,
+                    head: 0,
+                    tail: 0,
+                    slot_desc,
+                    descs,
+                    free,
+                    submitter: None,
+                }, "plx_dma_ring"),
+                completer <- new_spinlock_irq!(None, "plx_dma_completer"),
+                error_pending: AtomicFlag::new(false),
+                stats: Stats::new(),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Ring occupancy: descriptors submitted and not yet completed.
+    pub(crate) fn occupancy(&self) -> u32 {
+        self.state.lock().in_flight()
+    }
+
+    /// Ring size in descriptors.
+    pub(crate) fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Points the engine at the start of the ring, idle.
+    fn program_ring(&self) -> Result {
+        let bar = self.bar.try_access().ok_or(ENODEV)?;
+        let lo = self.ring_dma as u32;
+        bar.write_reg(regs::CTRL::clear_status());
+        bar.write_reg(regs::RING_ADDR::zeroed().with_value(lo));
+        bar.write_reg(regs::RING_ADDR_HI::zeroed().with_value((self.ring_dma >> 32) as u32));
+        bar.write_reg(regs::RING_NEXT_ADDR::zeroed().with_value(lo));
+        bar.write_reg(regs::RING_COUNT::zeroed().with_value(self.size));
+        bar.write_reg(regs::PREF_LIMIT::zeroed().with_value(PREFETCH_FOUR as u8));
+        bar.write_reg(regs::INTR_CTRL::zeroed().with_error_en(true));
+        Ok(())
+    }
+
+    /// Pauses the engine gracefully and detaches the ring from it.
+    fn stop_engine(&self) {
+        let Some(bar) = self.bar.try_access() else {
+            return;
+        };
+        let ctrl = bar.read(regs::CTRL);
+        if u32::from(ctrl) & !u32::from(regs::CTRL::zeroed().with_graceful_pause(true)) == 0 {
+            // Never started since reset.
+            return;
+        }
+        let pause = regs::CTRL::clear_status().with_graceful_pause(true);
+        bar.write_reg(pause);
+        let done = read_poll_timeout_atomic(
+            || Ok(bar.read(regs::CTRL)),
+            |c: &regs::CTRL| c.graceful_pause_done(),
+            Delta::from_micros(10),
+            100_000,
+        );
+        if done.is_err() {
+            dev_err!(self.dev, "timeout waiting for graceful pause\n");
+        }
+        bar.write_reg(pause);
+        bar.write_reg(regs::RING_COUNT::zeroed());
+        bar.write_reg(regs::RING_ADDR::zeroed());
+        bar.write_reg(regs::RING_ADDR_HI::zeroed());
+        bar.write_reg(regs::RING_NEXT_ADDR::zeroed());
+    }
+
+    /// Rings the doorbell: the engine fetches from its next pointer.
+    fn kick(&self) {
+        if let Some(bar) = self.bar.try_access() {
+            // The 16-bit write leaves CTRL2 (the upper half) untouched.
+            bar.write16(u32::from(regs::CTRL::start_ring()) as u16, regs::CTRL::OFFSET);
+        }
+    }
+
+    /// Completes finished (or, with [`Drain::All`], all) descriptors.
+    ///
+    /// Runs client callbacks under `completer` only.
+    fn drain(&self, mode: Drain) -> usize {
+        let mut completer = self.completer.lock();
+        let mut total = 0;
+        let mut done: [Option<(usize, Finished)>; BATCH] = [const { None }; BATCH];
+        loop {
+            let n = self.collect(mode, &mut done);
+            if n == 0 {
+                break;
+            }
+            total += n;
+            let mut ids = [0usize; BATCH];
+            for (slot, id) in done.iter_mut().zip(ids.iter_mut()).take(n) {
+                if let Some((desc, fin)) = slot.take() {
+                    *id = desc;
+                    match fin.result() {
+                        TxResult::NoError => Stats::bump(&self.stats.completed),
+                        _ => Stats::bump(&self.stats.failed),
+                    }
+                    if let Some(c) = &mut *completer {
+                        c.complete(fin);
+                    }
+                }
+            }
+            let mut st = self.state.lock();
+            for id in ids.iter().take(n) {
+                // Cannot fail: `free` has capacity for every descriptor.
+                let _ = st.free.push_within_capacity(*id);
+            }
+        }
+        total
+    }
+
+    /// Moves up to [`BATCH`] finished descriptors off the ring into `out`.
+    fn collect(&self, mode: Drain, out: &mut [Option<(usize, Finished)>; BATCH]) -> usize {
+        let mut st = self.state.lock();
+        let Some(ring) = self.ring.try_access() else {
+            return 0;
+        };
+        let mut n = 0;
+        while n < BATCH && st.in_flight() != 0 {
+            let slot = (st.tail % self.size) as usize;
+            let Ok(word) = read_flags(&ring, slot) else {
+                break;
+            };
+            let wb = WriteBack(word);
+            let desc_id = st.slot_desc[slot];
+            let d = st.descs[desc_id];
+            let (result, residue) = if !wb.pending() {
+                (wb.result(), wb.residue(d.len))
+            } else if mode == Drain::All {
+                // Take the descriptor back from the stopped engine.
+                let _ = write_flags(&ring, slot, word & !FLAG_VALID);
+                (TxResult::Aborted, d.len)
+            } else {
+                break;
+            };
+            if result == TxResult::NoError {
+                Stats::add(&self.stats.bytes, u64::from(d.len - residue));
+            }
+            let Some(sub) = st.submitter.as_ref() else {
+                break;
+            };
+            let Ok(fin) = sub.finish(desc_id, result, residue) else {
+                break;
+            };
+            out[n] = Some((desc_id, fin));
+            n += 1;
+            st.tail = st.tail.wrapping_add(1);
+        }
+        n
+    }
+
+    /// Stops the engine, completes what finished and aborts the rest.
+    fn stop_and_abort(&self) {
+        self.stop_engine();
+        self.drain(Drain::All);
+        let mut st = self.state.lock();
+        st.head = 0;
+        st.tail = 0;
+    }
+
+    /// Recovers from an engine error: abort everything in flight and
+    /// restart on a fresh ring.
+    fn recover(&self, why: &str) {
+        Stats::bump(&self.stats.recoveries);
+        dev_err!(
+            self.dev,
+            "{}: aborting {} descriptor(s) and resetting the ring\n",
+            why,
+            self.occupancy()
+        );
+        self.stop_and_abort();
+        if self.state.lock().active && self.program_ring().is_err() {
+            self.state.lock().active = false;
+        }
+    }
+
+    /// Bottom half of the interrupt: handle errors, then reap.
+    pub(crate) fn handle_interrupt(&self) {
+        if self.error_pending.xchg(false, Relaxed) {
+            self.recover("engine error");
+        }
+        self.drain(Drain::Finished);
+    }
+
+    /// Top half: acknowledge the interrupt. Returns whether it was ours.
+    pub(crate) fn ack_interrupt(&self) -> bool {
+        let Some(bar) = self.bar.try_access() else {
+            return false;
+        };
+        let status = bar.read(regs::INTR_STATUS);
+        if u16::from(status) == 0 {
+            return false;
+        }
+        bar.write_reg(status);
+        Stats::bump(&self.stats.interrupts);
+        if status.error() {
+            self.error_pending.store(true, Relaxed);
+        }
+        true
+    }
+
+    /// The device is going away: fail new work, stop, abort in-flight work.
+    pub(crate) fn shutdown(&self) {
+        {
+            let mut st = self.state.lock();
+            st.dead = true;
+            st.active = false;
+        }
+        self.stop_and_abort();
+    }
+}
+
+impl ChannelOps for PlxChannel {
+    fn alloc_resources(&self, chan: &Channel) -> Result<u32> {
+        let (sub, comp) = DescPool::new(chan, self.size as usize)?;
+        {
+            let mut st = self.state.lock();
+            if st.dead {
+                return Err(ENODEV);
+            }
+            if st.submitter.is_some() {
+                return Err(EBUSY);
+            }
+            st.submitter = Some(sub);
+            st.head = 0;
+            st.tail = 0;
+            st.free.clear();
+            for i in (0..self.size as usize).rev() {
+                let _ = st.free.push_within_capacity(i);
+            }
+        }
+        *self.completer.lock() = Some(comp);
+        if let Err(e) = self.program_ring() {
+            self.free_resources();
+            return Err(e);
+        }
+        self.state.lock().active = true;
+        dev_dbg!(self.dev, "{}: ring of {} descriptors\n", chan.name(), self.size);
+        Ok(self.size)
+    }
+
+    fn free_resources(&self) {
+        self.state.lock().active = false;
+        self.stop_and_abort();
+        let sub = self.state.lock().submitter.take();
+        let comp = self.completer.lock().take();
+        // Freed outside the locks; the descriptors go with the last one.
+        drop(sub);
+        drop(comp);
+    }
+
+    fn prep_memcpy(
+        &self,
+        dst: DmaAddress,
+        src: DmaAddress,
+        len: usize,
+        flags: PrepFlags,
+    ) -> Result<Prepared> {
+        // One descriptor per copy: longer copies are refused, and the
+        // device's max_seg_size tells clients so up front.
+        let len = u32::try_from(len).map_err(|_| EINVAL)?;
+        if len == 0 || len > MAX_COPY {
+            return Err(EINVAL);
+        }
+        if dst.checked_add(u64::from(len)).is_none_or(|e| e - 1 > MAX_ADDRESS)
+            || src.checked_add(u64::from(len)).is_none_or(|e| e - 1 > MAX_ADDRESS)
+        {
+            return Err(ERANGE);
+        }
+        let mut st = self.state.lock();
+        if !st.active {
+            return Err(ENODEV);
+        }
+        let id = st.free.pop().ok_or(ENOSPC)?;
+        st.descs[id] = SwDesc {
+            dst,
+            src,
+            len,
+            interrupt: flags.contains(PrepFlags::INTERRUPT),
+            cookie: 0,
+        };
+        let prepared = match st.submitter.as_mut() {
+            Some(sub) => sub.prepare(id, flags),
+            None => Err(ENODEV),
+        };
+        if prepared.is_err() {
+            let _ = st.free.push_within_capacity(id);
+        }
+        prepared
+    }
+
+    fn tx_submit(&self, index: usize) -> Cookie {
+        let mut st = self.state.lock();
+        if !st.active || index >= st.descs.len() {
+            return Cookie::error(ENODEV);
+        }
+        // The pool holds as many descriptors as the ring has slots.
+        if st.in_flight() >= self.size {
+            return Cookie::error(ENOSPC);
+        }
+        let Some(ring) = self.ring.try_access() else {
+            return Cookie::error(ENODEV);
+        };
+        let cookie = match st.submitter.as_mut().map(|s| s.assign_cookie(index)) {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => return Cookie::error(e),
+            None => return Cookie::error(ENODEV),
+        };
+        let slot = (st.head % self.size) as usize;
+        st.descs[index].cookie = cookie.raw();
+        let d = st.descs[index];
+        let hw = HwDesc::copy(d.dst, d.src, d.len, d.interrupt);
+        if let Err(e) = write_desc(&ring, slot, &hw) {
+            return Cookie::error(e);
+        }
+        // The engine must see the descriptor's fields before it sees VALID.
+        dma_mb(Write);
+        let _ = write_flags(&ring, slot, hw.flags_and_size | FLAG_VALID);
+        st.slot_desc[slot] = index;
+        st.head = st.head.wrapping_add(1);
+        Stats::bump(&self.stats.submitted);
+        cookie
+    }
+
+    fn issue_pending(&self) {
+        if !self.state.lock().active {
+            return;
+        }
+        // Every VALID bit must reach memory before the doorbell.
+        dma_mb(Write);
+        self.kick();
+    }
+
+    fn poll(&self, cookie: Cookie) -> u32 {
+        self.drain(Drain::Finished);
+        let st = self.state.lock();
+        let mut t = st.tail;
+        while t != st.head {
+            let d = st.descs[st.slot_desc[(t % self.size) as usize]];
+            if d.cookie == cookie.raw() {
+                return d.len;
+            }
+            t = t.wrapping_add(1);
+        }
+        0
+    }
+
+    fn terminate_all(&self) -> Result {
+        let active = self.state.lock().active;
+        self.stop_and_abort();
+        if active {
+            self.program_ring()?;
+        }
+        Ok(())
+    }
+
+    fn synchronize(&self) {
+        // Completions, and so client callbacks, run under `completer`.
+        drop(self.completer.lock());
+    }
+}

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Rust dmaengine driver for PCIe memcpy-offload engines with the
+//! PLX/PEX87xx DMA programming model (PCI `10b5:87d0`).
+//!
+//! Each PCI function is one DMA channel. The driver keeps a descriptor ring
+//! in coherent DMA memory, registers a memcpy-capable `dma_device` with the
+//! dmaengine core and completes transactions from a threaded interrupt.
+//! See `Documentation/driver-api/dmaengine/rust_plx_dma.rst`.
+
+// The abstractions are shared source, written with the visibility they
+// would have in `rust/kernel`; this driver uses part of them.
+#[expect(unreachable_pub)]
+#[allow(dead_code)]
+#[path = "../../../rust/kernel/dmaengine/mod.rs"]
+mod dmaengine;
+#[expect(unreachable_pub)]
+#[allow(dead_code)]
+#[path = "../../../rust/kernel/pci_ext.rs"]
+mod pci_ext;
+
+mod channel;
+mod hw_desc;
+mod regs;
+mod stats;
+
+use channel::PlxChannel;
+use dmaengine::provider::Registration;
+use core::fmt;
+use kernel::{
+    debugfs,
+    device::Core,
+    dma::DmaMask,
+    irq::{IrqReturn, ThreadedHandler, ThreadedIrqReturn},
+    pci,
+    prelude::*,
+    str::CString,
+    sync::Arc,
+};
+use pci_ext::ThreadedIrq;
+
+/// PCI device ID of the PEX87xx DMA function, shared with the C `plx_dma`.
+const PLX_DMA_DEVICE_ID: u32 = 0x87d0;
+/// Ring sizes the driver accepts (descriptors).
+const RING_MIN: u32 = 2;
+const RING_MAX: u32 = 1 << 16;
+
+kernel::module_pci_driver! {
+    type: PlxDmaDriver,
+    name: "rust_plx_dma",
+    authors: ["rust-plx-dma developers"],
+    description: "Rust dmaengine driver for PLX/PEX87xx-style DMA engines",
+    license: "GPL v2",
+    params: {
+        ring_size: u32 {
+            default: 2048,
+            description: "Descriptors per channel ring (power of two, 2..65536)",
+        },
+    },
+}
+
+/// Validates the `ring_size` module parameter.
+fn ring_size() -> Result<u32> {
+    let n = module_parameters::ring_size.value();
+    if !(RING_MIN..=RING_MAX).contains(&n) || !n.is_power_of_two() {
+        pr_err!(
+            "ring_size={} is invalid: use a power of two from {} to {}\n",
+            n,
+            RING_MIN,
+            RING_MAX
+        );
+        return Err(EINVAL);
+    }
+    Ok(n)
+}
+
+/// Interrupt handler of one function: the hard half acknowledges, the
+/// thread completes.
+struct IrqHandler {
+    chan: Arc<PlxChannel>,
+}
+
+impl ThreadedHandler for IrqHandler {
+    fn handle(&self) -> ThreadedIrqReturn {
+        if self.chan.ack_interrupt() {
+            ThreadedIrqReturn::WakeThread
+        } else {
+            ThreadedIrqReturn::None
+        }
+    }
+
+    fn handle_threaded(&self) -> IrqReturn {
+        self.chan.handle_interrupt();
+        IrqReturn::Handled
+    }
+}
+
+/// Renders the channel's counters for debugfs.
+fn show_stats(chan: &Arc<PlxChannel>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    use stats::Stats;
+    let s = &chan.stats;
+    writeln!(f, "submitted: {}", Stats::get(&s.submitted))?;
+    writeln!(f, "completed: {}", Stats::get(&s.completed))?;
+    writeln!(f, "failed: {}", Stats::get(&s.failed))?;
+    writeln!(f, "bytes: {}", Stats::get(&s.bytes))?;
+    writeln!(f, "interrupts: {}", Stats::get(&s.interrupts))?;
+    writeln!(f, "recoveries: {}", Stats::get(&s.recoveries))?;
+    writeln!(f, "ring_size: {}", chan.size())?;
+    writeln!(f, "ring_occupancy: {}", chan.occupancy())
+}
+
+/// Per-function state, alive while the driver is bound.
+#[pin_data(PinnedDrop)]
+struct PlxDma<'bound> {
+    pdev: &'bound pci::Device,
+    chan: Arc<PlxChannel>,
+    // Field order is teardown order: unregister from dmaengine, then free
+    // the interrupt. `drop` stops the channel before either.
+    dma: Registration<PlxChannel>,
+    #[pin]
+    irq: ThreadedIrq<'bound, IrqHandler>,
+    /// `/sys/kernel/debug/rust_plx_dma-<pci name>/stats`.
+    #[pin]
+    stats_file: debugfs::File<Arc<PlxChannel>>,
+    debugfs_dir: debugfs::Dir,
+}
+
+struct PlxDmaDriver;
+
+kernel::pci_device_table!(
+    PCI_TABLE,
+    <PlxDmaDriver as pci::Driver>::IdInfo,
+    [(
+        pci::DeviceId::from_id(pci::Vendor::PLX, PLX_DMA_DEVICE_ID),
+        ()
+    )]
+);
+
+impl pci::Driver for PlxDmaDriver {
+    type IdInfo = ();
+    type Data<'bound> = PlxDma<'bound>;
+
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+
+    fn probe<'bound>(
+        pdev: &'bound pci::Device<Core<'_>>,
+        _info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        pin_init::pin_init_scope(move || {
+            let size = ring_size()?;
+            pdev.enable_device_mem()?;
+            pdev.set_master();
+            let bits = pci_ext::set_dma_mask(pdev, DmaMask::new::<48>())?;
+            let bar = pdev
+                .iomap_region_sized::<{ regs::BAR0_SIZE }>(0, c"rust_plx_dma")?
+                .into_devres()?;
+            let chan = PlxChannel::new(pdev.as_ref(), bar, size)?;
+            let mut chans = KVec::with_capacity(1, GFP_KERNEL)?;
+            chans.push(chan.clone(), GFP_KERNEL)?;
+            let handler = IrqHandler { chan: chan.clone() };
+            let irq = ThreadedIrq::new(pdev, c"rust_plx_dma", Ok::<_, Error>(handler));
+            // Inside the initializer below, `pdev` names the field.
+            let bound = pdev.as_ref();
+            let dir_name = CString::try_from_fmt(fmt!("rust_plx_dma-{}", bound.name()))?;
+            let debugfs_dir = debugfs::Dir::new(&dir_name);
+            let stats_chan = chan.clone();
+            Ok(try_pin_init!(PlxDma {
+                pdev,
+                chan: chan.clone(),
+                irq <- irq,
+                dma: {
+                    let reg = Registration::new(bound, chans, hw_desc::MAX_COPY)?;
+                    if let Some(c) = reg.channel(0) {
+                        dev_info!(
+                            pdev,
+                            "{}: ring of {} descriptors, {}-bit DMA, {:?} interrupt\n",
+                            c.name(),
+                            size,
+                            bits,
+                            irq.kind()
+                        );
+                    }
+                    reg
+                },
+                stats_file <- debugfs_dir.read_callback_file(c"stats", stats_chan, &show_stats),
+                debugfs_dir,
+            }? Error))
+        })
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for PlxDma<'_> {
+    fn drop(self: Pin<&mut Self>) {
+        // Clients may still hold the channel: fail their new requests,
+        // stop the engine and abort what is in flight while the ring and
+        // the registers are still mapped.
+        self.chan.shutdown();
+        self.irq.synchronize();
+        dev_info!(
+            self.pdev,
+            "remove: {} submitted, {} completed, {} failed\n",
+            stats::Stats::get(&self.chan.stats.submitted),
+            stats::Stats::get(&self.chan.stats.completed),
+            stats::Stats::get(&self.chan.stats.failed)
+        );
+    }
+}

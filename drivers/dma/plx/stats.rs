@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Per-channel counters, updated lock-free on the hot paths and shown in
+//! debugfs.
+
+use kernel::sync::atomic::{Atomic, Relaxed};
+
+/// Counters of one channel since it was probed.
+pub(crate) struct Stats {
+    /// Descriptors handed to the engine.
+    pub(crate) submitted: Atomic<u64>,
+    /// Descriptors completed without error.
+    pub(crate) completed: Atomic<u64>,
+    /// Descriptors that ended in a read or write failure, or were aborted.
+    pub(crate) failed: Atomic<u64>,
+    /// Bytes copied by completed descriptors.
+    pub(crate) bytes: Atomic<u64>,
+    /// Interrupts taken.
+    pub(crate) interrupts: Atomic<u64>,
+    /// Channel recoveries after an engine error or a stall.
+    pub(crate) recoveries: Atomic<u64>,
+}
+
+impl Stats {
+    pub(crate) const fn new() -> Self {
+        Self {
+            submitted: Atomic::new(0),
+            completed: Atomic::new(0),
+            failed: Atomic::new(0),
+            bytes: Atomic::new(0),
+            interrupts: Atomic::new(0),
+            recoveries: Atomic::new(0),
+        }
+    }
+
+    /// Adds one to `counter`.
+    pub(crate) fn bump(counter: &Atomic<u64>) {
+        counter.fetch_add(1u64, Relaxed);
+    }
+
+    /// Adds `n` to `counter`.
+    pub(crate) fn add(counter: &Atomic<u64>, n: u64) {
+        counter.fetch_add(n, Relaxed);
+    }
+
+    /// Reads `counter`.
+    pub(crate) fn get(counter: &Atomic<u64>) -> u64 {
+        counter.load(Relaxed)
+    }
+}

@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Thin C glue under the Rust dmaengine abstraction (rust/kernel/dmaengine.rs).
+ *
+ * Rust cannot see the layout of struct dma_device, dma_chan or
+ * dma_async_tx_descriptor (the kernel's Rust bindings do not include
+ * <linux/dmaengine.h>), and the cookie and callback helpers are static
+ * inlines in the private drivers/dma/dmaengine.h.  This file owns those
+ * structures and forwards every dmaengine operation to a table of Rust
+ * functions.  It holds no policy: locking, rings and error handling live in
+ * Rust.
+ */
+
+#include <linux/device.h>
+#include <linux/dma-mapping.h>
+#include <linux/dmaengine.h>
+#include <linux/slab.h>
+
+#include "dmaengine.h"		/* this glue's own prototypes */
+#include <drivers/dma/dmaengine.h>	/* cookies, callbacks (private) */
+
+
+/* Mirrored by `Ops` in rust/kernel/dmaengine/provider.rs. */
+struct rust_dma_ops {
+	int (*alloc_chan_resources)(void *chan_ctx, struct dma_chan *chan);
+	void (*free_chan_resources)(void *chan_ctx);
+	/* Returns a descriptor made by rust_dma_desc_alloc() or NULL. */
+	struct dma_async_tx_descriptor *(*prep_memcpy)(void *chan_ctx,
+			dma_addr_t dst, dma_addr_t src, size_t len,
+			unsigned long flags);
+	dma_cookie_t (*tx_submit)(void *chan_ctx, unsigned long desc_idx);
+	void (*issue_pending)(void *chan_ctx);
+	/* Reaps finished work; returns the residue of @cookie if pending. */
+	u32 (*tx_poll)(void *chan_ctx, dma_cookie_t cookie);
+	int (*terminate_all)(void *chan_ctx);
+	void (*synchronize)(void *chan_ctx);
+	/* The last reference to the dma_device is gone. */
+	void (*release)(void *dev_ctx);
+};
+
+struct rust_dma_chan {
+	struct dma_chan chan;
+	void *ctx;
+};
+
+struct rust_dma_device {
+	struct dma_device dma;
+	const struct rust_dma_ops *ops;
+	void *ctx;
+	unsigned int nr_chans;
+	struct rust_dma_chan chans[] __counted_by(nr_chans);
+};
+
+struct rust_dma_desc {
+	struct dma_async_tx_descriptor txd;
+	unsigned long idx;
+};
+
+static struct rust_dma_device *to_rdev(struct dma_device *dma)
+{
+	return container_of(dma, struct rust_dma_device, dma);
+}
+
+static struct rust_dma_chan *to_rchan(struct dma_chan *chan)
+{
+	return container_of(chan, struct rust_dma_chan, chan);
+}
+
+static const struct rust_dma_ops *chan_ops(struct dma_chan *chan)
+{
+	return to_rdev(chan->device)->ops;
+}
+
+static int rdma_alloc_chan_resources(struct dma_chan *chan)
+{
+	return chan_ops(chan)->alloc_chan_resources(to_rchan(chan)->ctx, chan);
+}
+
+static void rdma_free_chan_resources(struct dma_chan *chan)
+{
+	chan_ops(chan)->free_chan_resources(to_rchan(chan)->ctx);
+}
+
+static struct dma_async_tx_descriptor *
+rdma_prep_memcpy(struct dma_chan *chan, dma_addr_t dst, dma_addr_t src,
+		 size_t len, unsigned long flags)
+{
+	return chan_ops(chan)->prep_memcpy(to_rchan(chan)->ctx, dst, src, len,
+					   flags);
+}
+
+static dma_cookie_t rdma_tx_submit(struct dma_async_tx_descriptor *txd)
+{
+	struct rust_dma_desc *d = container_of(txd, struct rust_dma_desc, txd);
+
+	return chan_ops(txd->chan)->tx_submit(to_rchan(txd->chan)->ctx, d->idx);
+}
+
+static void rdma_issue_pending(struct dma_chan *chan)
+{
+	chan_ops(chan)->issue_pending(to_rchan(chan)->ctx);
+}
+
+static enum dma_status rdma_tx_status(struct dma_chan *chan,
+				      dma_cookie_t cookie,
+				      struct dma_tx_state *state)
+{
+	enum dma_status st = dma_cookie_status(chan, cookie, state);
+	u32 residue;
+
+	if (st == DMA_COMPLETE)
+		return st;
+	residue = chan_ops(chan)->tx_poll(to_rchan(chan)->ctx, cookie);
+	st = dma_cookie_status(chan, cookie, state);
+	if (st != DMA_COMPLETE)
+		dma_set_residue(state, residue);
+	return st;
+}
+
+static int rdma_terminate_all(struct dma_chan *chan)
+{
+	return chan_ops(chan)->terminate_all(to_rchan(chan)->ctx);
+}
+
+static void rdma_synchronize(struct dma_chan *chan)
+{
+	chan_ops(chan)->synchronize(to_rchan(chan)->ctx);
+}
+
+static void rdma_release(struct dma_device *dma)
+{
+	struct rust_dma_device *rdev = to_rdev(dma);
+
+	rdev->ops->release(rdev->ctx);
+	put_device(dma->dev);
+	kfree(rdev);
+}
+
+/* Provider side. */
+
+struct dma_device *rust_dma_device_alloc(struct device *dev,
+					 unsigned int nr_chans,
+					 const struct rust_dma_ops *ops,
+					 void *ctx, void *const *chan_ctx,
+					 u32 max_seg_size)
+{
+	struct rust_dma_device *rdev;
+	unsigned int i;
+
+	rdev = kzalloc(struct_size(rdev, chans, nr_chans), GFP_KERNEL);
+	if (!rdev)
+		return NULL;
+	rdev->nr_chans = nr_chans;
+	rdev->ops = ops;
+	rdev->ctx = ctx;
+
+	INIT_LIST_HEAD(&rdev->dma.channels);
+	dma_cap_set(DMA_MEMCPY, rdev->dma.cap_mask);
+	rdev->dma.copy_align = DMAENGINE_ALIGN_1_BYTE;
+	rdev->dma.dev = get_device(dev);
+	rdev->dma.directions = BIT(DMA_MEM_TO_MEM);
+	rdev->dma.residue_granularity = DMA_RESIDUE_GRANULARITY_DESCRIPTOR;
+	rdev->dma.device_alloc_chan_resources = rdma_alloc_chan_resources;
+	rdev->dma.device_free_chan_resources = rdma_free_chan_resources;
+	rdev->dma.device_prep_dma_memcpy = rdma_prep_memcpy;
+	rdev->dma.device_issue_pending = rdma_issue_pending;
+	rdev->dma.device_tx_status = rdma_tx_status;
+	rdev->dma.device_terminate_all = rdma_terminate_all;
+	rdev->dma.device_synchronize = rdma_synchronize;
+	rdev->dma.device_release = rdma_release;
+	/* Consulted by clients that split their own scatterlists. */
+	dma_set_max_seg_size(dev, max_seg_size);
+
+	for (i = 0; i < nr_chans; i++) {
+		struct dma_chan *chan = &rdev->chans[i].chan;
+
+		rdev->chans[i].ctx = chan_ctx[i];
+		chan->device = &rdev->dma;
+		dma_cookie_init(chan);
+		list_add_tail(&chan->device_node, &rdev->dma.channels);
+	}
+	return &rdev->dma;
+}
+
+/* Frees a device that was never registered. */
+void rust_dma_device_free(struct dma_device *dma)
+{
+	put_device(dma->dev);
+	kfree(to_rdev(dma));
+}
+
+int rust_dma_device_register(struct dma_device *dma)
+{
+	return dma_async_device_register(dma);
+}
+
+/* Drops the registration's reference; release() follows the last one. */
+void rust_dma_device_unregister(struct dma_device *dma)
+{
+	dma_async_device_unregister(dma);
+}
+
+struct dma_chan *rust_dma_device_chan(struct dma_device *dma, unsigned int i)
+{
+	return &to_rdev(dma)->chans[i].chan;
+}
+
+const char *rust_dma_chan_name(struct dma_chan *chan)
+{
+	return dma_chan_name(chan);
+}
+
+/* Descriptors. */
+
+struct dma_async_tx_descriptor *rust_dma_desc_alloc(struct dma_chan *chan,
+						    unsigned long idx)
+{
+	struct rust_dma_desc *d = kzalloc(sizeof(*d), GFP_KERNEL);
+
+	if (!d)
+		return NULL;
+	d->idx = idx;
+	dma_async_tx_descriptor_init(&d->txd, chan);
+	d->txd.tx_submit = rdma_tx_submit;
+	return &d->txd;
+}
+
+void rust_dma_desc_free(struct dma_async_tx_descriptor *txd)
+{
+	kfree(container_of(txd, struct rust_dma_desc, txd));
+}
+
+void rust_dma_desc_set_flags(struct dma_async_tx_descriptor *txd,
+			     unsigned long flags)
+{
+	txd->flags = flags;
+}
+
+dma_cookie_t rust_dma_desc_assign_cookie(struct dma_async_tx_descriptor *txd)
+{
+	return dma_cookie_assign(txd);
+}
+
+/*
+ * Completes @txd: records its cookie as done, releases the client's unmap
+ * data and calls its callback with @result.  Must not run in hard-IRQ
+ * context; the callback may submit new work.
+ */
+void rust_dma_desc_complete(struct dma_async_tx_descriptor *txd,
+			    enum dmaengine_tx_result result, u32 residue)
+{
+	struct dmaengine_result res = { .result = result, .residue = residue };
+	struct dmaengine_desc_callback cb;
+
+	dmaengine_desc_get_callback(txd, &cb);
+	txd->callback = NULL;
+	txd->callback_result = NULL;
+	dma_cookie_complete(txd);
+	dma_descriptor_unmap(txd);
+	dmaengine_desc_callback_invoke(&cb, &res);
+}
+
+/* Client side. */
+
+struct dma_chan *rust_dma_request_memcpy_chan(void)
+{
+	dma_cap_mask_t mask;
+
+	dma_cap_zero(mask);
+	dma_cap_set(DMA_MEMCPY, mask);
+	return dma_request_chan_by_mask(&mask);
+}
+
+void rust_dma_release_chan(struct dma_chan *chan)
+{
+	dma_release_channel(chan);
+}
+
+/* The device that maps buffers for @chan (the engine's PCI function). */
+struct device *rust_dma_chan_dev(struct dma_chan *chan)
+{
+	return chan->device->dev;
+}
+
+struct dma_async_tx_descriptor *
+rust_dma_client_prep_memcpy(struct dma_chan *chan, dma_addr_t dst,
+			    dma_addr_t src, size_t len, unsigned long flags)
+{
+	return dmaengine_prep_dma_memcpy(chan, dst, src, len, flags);
+}
+
+struct rust_dma_done {
+	rust_dma_done_fn fn;
+	void *ctx;
+};
+
+static void rust_dma_client_callback(void *param,
+				     const struct dmaengine_result *res)
+{
+	struct rust_dma_done *d = param;
+
+	d->fn(d->ctx, res->result, res->residue);
+	kfree(d);
+}
+
+/* Submits @txd; @done runs once with its result.  Returns the cookie. */
+dma_cookie_t rust_dma_client_submit(struct dma_async_tx_descriptor *txd,
+				    rust_dma_done_fn done, void *ctx)
+{
+	struct rust_dma_done *d = kmalloc(sizeof(*d), GFP_NOWAIT);
+	dma_cookie_t cookie;
+
+	if (!d)
+		return -ENOMEM;
+	d->fn = done;
+	d->ctx = ctx;
+	txd->callback_result = rust_dma_client_callback;
+	txd->callback_param = d;
+	cookie = dmaengine_submit(txd);
+	if (dma_submit_error(cookie))
+		kfree(d);
+	return cookie;
+}
+
+void rust_dma_client_issue_pending(struct dma_chan *chan)
+{
+	dma_async_issue_pending(chan);
+}
+
+int rust_dma_client_terminate_sync(struct dma_chan *chan)
+{
+	return dmaengine_terminate_sync(chan);
+}
+
+/*
+ * A kmalloc'ed buffer with a bidirectional streaming mapping for @dev.
+ * Returns the CPU address, or NULL with nothing left allocated.
+ */
+void *rust_dma_buf_alloc(struct device *dev, size_t size, dma_addr_t *dma)
+{
+	void *buf = kzalloc(size, GFP_KERNEL);
+
+	if (!buf)
+		return NULL;
+	*dma = dma_map_single(dev, buf, size, DMA_BIDIRECTIONAL);
+	if (dma_mapping_error(dev, *dma)) {
+		kfree(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+void rust_dma_buf_free(struct device *dev, void *buf, size_t size,
+		       dma_addr_t dma)
+{
+	dma_unmap_single(dev, dma, size, DMA_BIDIRECTIONAL);
+	kfree(buf);
+}
+
+/* Ownership hand-over between the CPU and the device. */
+void rust_dma_buf_for_cpu(struct device *dev, dma_addr_t dma, size_t size)
+{
+	dma_sync_single_for_cpu(dev, dma, size, DMA_BIDIRECTIONAL);
+}
+
+void rust_dma_buf_for_device(struct device *dev, dma_addr_t dma, size_t size)
+{
+	dma_sync_single_for_device(dev, dma, size, DMA_BIDIRECTIONAL);
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The C glue under the Rust dmaengine abstraction: the functions Rust calls
+ * (declared again, as `extern "C"`, in rust/kernel/dmaengine/mod.rs).
+ */
+#ifndef RUST_HELPERS_DMAENGINE_H
+#define RUST_HELPERS_DMAENGINE_H
+
+#include <linux/dmaengine.h>
+
+struct rust_dma_ops;
+
+typedef void (*rust_dma_done_fn)(void *ctx, unsigned int result, u32 residue);
+
+struct dma_device *rust_dma_device_alloc(struct device *dev,
+		unsigned int nr_chans, const struct rust_dma_ops *ops, void *ctx,
+		void *const *chan_ctx, u32 max_seg_size);
+void rust_dma_device_free(struct dma_device *dma);
+int rust_dma_device_register(struct dma_device *dma);
+void rust_dma_device_unregister(struct dma_device *dma);
+struct dma_chan *rust_dma_device_chan(struct dma_device *dma, unsigned int i);
+const char *rust_dma_chan_name(struct dma_chan *chan);
+struct dma_async_tx_descriptor *rust_dma_desc_alloc(struct dma_chan *chan,
+		unsigned long idx);
+void rust_dma_desc_free(struct dma_async_tx_descriptor *txd);
+void rust_dma_desc_set_flags(struct dma_async_tx_descriptor *txd,
+                             unsigned long flags);
+dma_cookie_t rust_dma_desc_assign_cookie(struct dma_async_tx_descriptor *txd);
+void rust_dma_desc_complete(struct dma_async_tx_descriptor *txd,
+                            enum dmaengine_tx_result result, u32 residue);
+struct dma_chan *rust_dma_request_memcpy_chan(void);
+void rust_dma_release_chan(struct dma_chan *chan);
+struct device *rust_dma_chan_dev(struct dma_chan *chan);
+struct dma_async_tx_descriptor *rust_dma_client_prep_memcpy(struct dma_chan *chan,
+		dma_addr_t dst, dma_addr_t src, size_t len, unsigned long flags);
+dma_cookie_t rust_dma_client_submit(struct dma_async_tx_descriptor *txd,
+                                    rust_dma_done_fn done, void *ctx);
+void rust_dma_client_issue_pending(struct dma_chan *chan);
+int rust_dma_client_terminate_sync(struct dma_chan *chan);
+void *rust_dma_buf_alloc(struct device *dev, size_t size, dma_addr_t *dma);
+void rust_dma_buf_free(struct device *dev, void *buf, size_t size,
+                       dma_addr_t dma);
+void rust_dma_buf_for_cpu(struct device *dev, dma_addr_t dma, size_t size);
+void rust_dma_buf_for_device(struct device *dev, dma_addr_t dma, size_t size);
+
+#endif /* RUST_HELPERS_DMAENGINE_H */

@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The client side: using any memcpy-capable channel.
+//!
+//! ```ignore
+//! let chan = MemcpyChannel::request()?;
+//! // Map buffers for `chan.device()`, then:
+//! let result = chan.copy_sync(dst, src, len, 1000)?;
+//! ```
+
+use super::{ffi, Cookie, PrepFlags, TxResult};
+use core::ptr::NonNull;
+use kernel::{
+    device::Device,
+    dma::DmaAddress,
+    ffi::{c_uint, c_void},
+    new_condvar, new_spinlock,
+    prelude::*,
+    sync::{Arc, CondVar, CondVarTimeoutResult, SpinLock},
+    time::msecs_to_jiffies,
+};
+
+/// A DMA channel taken from the dmaengine core for memcpy.
+///
+/// Released when dropped.
+pub struct MemcpyChannel(NonNull<c_void>);
+
+// SAFETY: A `struct dma_chan` may be used from any thread.
+unsafe impl Send for MemcpyChannel {}
+// SAFETY: The client operations used here are safe to call concurrently.
+unsafe impl Sync for MemcpyChannel {}
+
+/// Where a submitted copy reports its end.
+#[pin_data]
+struct Done {
+    #[pin]
+    result: SpinLock<Option<(TxResult, u32)>>,
+    #[pin]
+    cond: CondVar,
+}
+
+impl MemcpyChannel {
+    /// Takes any channel that can copy memory.
+    pub fn request() -> Result<Self> {
+        // SAFETY: No preconditions.
+        let raw = unsafe { ffi::rust_dma_request_memcpy_chan() };
+        let addr = raw as isize;
+        if (-4095..0).contains(&addr) {
+            return Err(Error::from_errno(addr as i32));
+        }
+        NonNull::new(raw).map(Self).ok_or(ENODEV)
+    }
+
+    /// Returns the channel's name (e.g. `dma0chan0`).
+    pub fn name(&self) -> &kernel::str::CStr {
+        // SAFETY: The name lives as long as the channel we hold.
+        unsafe { kernel::str::CStr::from_char_ptr(ffi::rust_dma_chan_name(self.0.as_ptr())) }
+    }
+
+    /// Returns the device that maps buffers for this channel (the engine).
+    pub fn device(&self) -> &Device {
+        // SAFETY: The channel's device lives at least as long as our
+        // reference on the channel, and `Device` is `repr(transparent)` over
+        // `struct device`.
+        unsafe { &*self.dev().cast::<Device>() }
+    }
+
+    fn dev(&self) -> *mut c_void {
+        // SAFETY: `self.0` is a channel we hold.
+        unsafe { ffi::rust_dma_chan_dev(self.0.as_ptr()) }
+    }
+
+    /// Copies `len` bytes between two DMA addresses of [`Self::device`] and
+    /// waits up to `timeout_ms` (interruptibly) for the result.
+    ///
+    /// On a timeout or a signal the channel is terminated, so that the copy
+    /// can no longer touch the buffers, and `ETIMEDOUT` or `EINTR` returned.
+    pub fn copy_sync(
+        &self,
+        dst: DmaAddress,
+        src: DmaAddress,
+        len: usize,
+        timeout_ms: u32,
+    ) -> Result<(TxResult, u32)> {
+        let done = Arc::pin_init(
+            pin_init!(Done {
+                result <- new_spinlock!(None),
+                cond <- new_condvar!(),
+            }),
+            GFP_KERNEL,
+        )?;
+        let flags = PrepFlags::INTERRUPT | PrepFlags::ACK;
+        // SAFETY: `self.0` is a channel we hold.
+        let txd = unsafe {
+            ffi::rust_dma_client_prep_memcpy(self.0.as_ptr(), dst, src, len, flags.raw() as _)
+        };
+        if txd.is_null() {
+            return Err(EIO);
+        }
+        let ctx = done.clone().into_raw().cast_mut().cast::<c_void>();
+        // SAFETY: `txd` was just prepared on our channel; `ctx` is an `Arc`
+        // reference that `copy_done` takes back exactly once.
+        let cookie = Cookie(unsafe { ffi::rust_dma_client_submit(txd, copy_done, ctx) });
+        if cookie.is_error() {
+            // SAFETY: The callback will not run; take the reference back.
+            drop(unsafe { Arc::from_raw(ctx.cast::<Done>()) });
+            return Err(Error::from_errno(cookie.raw()));
+        }
+        // SAFETY: `self.0` is a channel we hold.
+        unsafe { ffi::rust_dma_client_issue_pending(self.0.as_ptr()) };
+
+        let mut left = msecs_to_jiffies(timeout_ms);
+        let mut guard = done.result.lock();
+        loop {
+            if let Some(r) = *guard {
+                return Ok(r);
+            }
+            match done.cond.wait_interruptible_timeout(&mut guard, left) {
+                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+                CondVarTimeoutResult::Timeout => break,
+                CondVarTimeoutResult::Signal { .. } => {
+                    drop(guard);
+                    self.terminate();
+                    return Err(EINTR);
+                }
+            }
+        }
+        drop(guard);
+        self.terminate();
+        Err(ETIMEDOUT)
+    }
+
+    /// Aborts everything queued on the channel and waits for callbacks.
+    pub fn terminate(&self) {
+        // SAFETY: `self.0` is a channel we hold; we are in process context.
+        unsafe { ffi::rust_dma_client_terminate_sync(self.0.as_ptr()) };
+    }
+}
+
+/// A kernel buffer mapped for a channel's device (streaming DMA, both
+/// directions). The CPU reaches it only through [`DmaBuffer::write`] and
+/// [`DmaBuffer::read`], which hand ownership over as the DMA API requires.
+pub struct DmaBuffer<'a> {
+    chan: &'a MemcpyChannel,
+    buf: NonNull<u8>,
+    size: usize,
+    dma: DmaAddress,
+}
+
+impl<'a> DmaBuffer<'a> {
+    /// Allocates and maps `size` zeroed bytes for `chan`'s device.
+    pub fn new(chan: &'a MemcpyChannel, size: usize) -> Result<Self> {
+        if size == 0 {
+            return Err(EINVAL);
+        }
+        let mut dma: DmaAddress = 0;
+        // SAFETY: `chan.dev()` is the live device of a channel we hold.
+        let buf = unsafe { ffi::rust_dma_buf_alloc(chan.dev(), size, &mut dma) };
+        let buf = NonNull::new(buf.cast::<u8>()).ok_or(ENOMEM)?;
+        Ok(Self {
+            chan,
+            buf,
+            size,
+            dma,
+        })
+    }
+
+    /// The device address of the buffer.
+    pub fn dma_address(&self) -> DmaAddress {
+        self.dma
+    }
+
+    /// The buffer's length in bytes.
+    pub fn len(&self) -> usize {
+        self.size
+    }
+
+    /// Whether the buffer is empty (never: `new` refuses zero).
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    /// Copies `data` into the buffer at `offset` and gives it to the device.
+    pub fn write(&mut self, offset: usize, data: &[u8]) -> Result {
+        let end = offset.checked_add(data.len()).ok_or(EINVAL)?;
+        if end > self.size {
+            return Err(EINVAL);
+        }
+        // SAFETY: The mapping is ours; after `for_cpu` the CPU owns it, and
+        // `offset..end` lies inside the allocation.
+        unsafe {
+            ffi::rust_dma_buf_for_cpu(self.chan.dev(), self.dma, self.size);
+            core::ptr::copy_nonoverlapping(data.as_ptr(), self.buf.as_ptr().add(offset), data.len());
+            ffi::rust_dma_buf_for_device(self.chan.dev(), self.dma, self.size);
+        }
+        Ok(())
+    }
+
+    /// Copies the buffer from `offset` into `out`.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result {
+        let end = offset.checked_add(out.len()).ok_or(EINVAL)?;
+        if end > self.size {
+            return Err(EINVAL);
+        }
+        // SAFETY: As in `write`.
+        unsafe {
+            ffi::rust_dma_buf_for_cpu(self.chan.dev(), self.dma, self.size);
+            core::ptr::copy_nonoverlapping(self.buf.as_ptr().add(offset), out.as_mut_ptr(), out.len());
+            ffi::rust_dma_buf_for_device(self.chan.dev(), self.dma, self.size);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for DmaBuffer<'_> {
+    fn drop(&mut self) {
+        // SAFETY: The buffer was mapped in `new` for this device and is
+        // unmapped and freed once.
+        unsafe {
+            ffi::rust_dma_buf_free(self.chan.dev(), self.buf.as_ptr().cast(), self.size, self.dma)
+        };
+    }
+}
+
+impl Drop for MemcpyChannel {
+    fn drop(&mut self) {
+        // SAFETY: We hold the channel and give it back once.
+        unsafe { ffi::rust_dma_release_chan(self.0.as_ptr()) };
+    }
+}
+
+unsafe extern "C" fn copy_done(ctx: *mut c_void, result: c_uint, residue: u32) {
+    // SAFETY: `ctx` is the `Arc<Done>` reference given to
+    // `rust_dma_client_submit`, which calls us once.
+    let done = unsafe { Arc::<Done>::from_raw(ctx.cast::<Done>()) };
+    *done.result.lock() = Some((TxResult::from_raw(result), residue));
+    done.cond.notify_all();
+}

@@ -1,0 +1,430 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The provider side: registering a DMA engine with the dmaengine core.
+//!
+//! A driver implements [`ChannelOps`] for its channel type and registers its
+//! channels with [`Registration::new`]. The core then calls the driver back
+//! through the trait for every client operation.
+//!
+//! Transaction descriptors (`struct dma_async_tx_descriptor`) are
+//! preallocated per channel when a client takes the channel
+//! ([`ChannelOps::alloc_resources`]) through [`DescPool::new`], which hands
+//! out two unique capabilities:
+//!
+//! - a [`Submitter`], which prepares descriptors and assigns cookies; the
+//!   driver keeps it under the lock that orders its ring, which is what
+//!   serializes the channel's cookie counter;
+//! - a [`Completer`], which completes them (cookie, unmap, client callback);
+//!   the driver keeps it under a separate lock so that client callbacks, which
+//!   may submit new work, never run under the ring lock.
+//!
+//! # Lifetimes
+//!
+//! The `struct dma_device` may outlive the driver's binding: clients can
+//! still hold a channel after the driver's remove. The channel objects are
+//! therefore reference counted ([`Arc`]) and released only from the core's
+//! `device_release` callback; a driver must make the hardware access of its
+//! channels revocable (e.g. `Devres`) so that late calls do nothing.
+
+use super::{ffi, Cookie, PrepFlags, TxResult};
+use core::{marker::PhantomData, ptr::NonNull};
+use kernel::{
+    device::{Bound, Device},
+    dma::DmaAddress,
+    ffi::{c_int, c_uint, c_ulong, c_void},
+    prelude::*,
+    str::CStr,
+    sync::Arc,
+};
+
+/// The operations of one DMA channel, called by the dmaengine core.
+///
+/// Every method may be called concurrently with the others, except where
+/// noted; [`ChannelOps::tx_submit`] follows a successful
+/// [`ChannelOps::prep_memcpy`] of the same descriptor.
+pub trait ChannelOps: Send + Sync + 'static {
+    /// A client took the channel: allocate what transactions need.
+    ///
+    /// Returns the number of descriptors available.
+    fn alloc_resources(&self, chan: &Channel) -> Result<u32>;
+
+    /// The last client released the channel: stop, abort and free.
+    fn free_resources(&self);
+
+    /// Prepares a memory-to-memory copy of `len` bytes.
+    fn prep_memcpy(
+        &self,
+        dst: DmaAddress,
+        src: DmaAddress,
+        len: usize,
+        flags: PrepFlags,
+    ) -> Result<Prepared>;
+
+    /// Queues the prepared descriptor `index` (from [`Submitter::prepare`]);
+    /// returns its cookie or an error cookie.
+    fn tx_submit(&self, index: usize) -> Cookie;
+
+    /// Starts the engine on everything queued.
+    fn issue_pending(&self);
+
+    /// Reaps finished work now; returns the residue of `cookie` if it is
+    /// still pending.
+    fn poll(&self, cookie: Cookie) -> u32;
+
+    /// Aborts every queued and running transaction.
+    fn terminate_all(&self) -> Result;
+
+    /// Waits until no completion callback of this channel is running.
+    fn synchronize(&self);
+}
+
+/// A borrowed C `struct dma_chan` of a registered device.
+pub struct Channel(NonNull<c_void>);
+
+impl Channel {
+    /// Returns the channel's name in `/sys/class/dma` (e.g. `dma0chan0`).
+    pub fn name(&self) -> &CStr {
+        // SAFETY: `self.0` is a registered channel; its name lives as long as
+        // the channel's device, which outlives this borrow.
+        unsafe { CStr::from_char_ptr(ffi::rust_dma_chan_name(self.0.as_ptr())) }
+    }
+}
+
+/// A prepared descriptor, as returned to the core by
+/// [`ChannelOps::prep_memcpy`].
+pub struct Prepared(NonNull<c_void>);
+
+/// The descriptors of one channel.
+struct PoolInner {
+    descs: KVec<NonNull<c_void>>,
+}
+
+// SAFETY: The descriptors are plain heap objects owned by the pool; all
+// access to their fields is serialized by `Submitter` and `Completer`.
+unsafe impl Send for PoolInner {}
+// SAFETY: See `Send`; shared references only read the pointers.
+unsafe impl Sync for PoolInner {}
+
+impl Drop for PoolInner {
+    fn drop(&mut self) {
+        for d in self.descs.iter() {
+            // SAFETY: Each pointer came from `rust_dma_desc_alloc` and is
+            // freed once, here, after every user (which holds an `Arc` of the
+            // pool) is gone.
+            unsafe { ffi::rust_dma_desc_free(d.as_ptr()) };
+        }
+    }
+}
+
+/// Constructor of a channel's descriptors.
+pub struct DescPool;
+
+impl DescPool {
+    /// Allocates `count` descriptors bound to `chan`.
+    pub fn new(chan: &Channel, count: usize) -> Result<(Submitter, Completer)> {
+        let mut descs = KVec::with_capacity(count, GFP_KERNEL)?;
+        let mut pool = PoolInner { descs: KVec::new() };
+        for i in 0..count {
+            // SAFETY: `chan` is a registered channel; `i` fits `c_ulong`.
+            let d = unsafe { ffi::rust_dma_desc_alloc(chan.0.as_ptr(), i as c_ulong) };
+            let d = NonNull::new(d).ok_or(ENOMEM)?;
+            descs.push(d, GFP_KERNEL)?;
+        }
+        pool.descs = descs;
+        let pool = Arc::new(pool, GFP_KERNEL)?;
+        Ok((
+            Submitter { pool: pool.clone() },
+            Completer {
+                pool,
+                _not_sync: PhantomData,
+            },
+        ))
+    }
+}
+
+/// The capability to prepare descriptors and assign cookies on one channel.
+///
+/// Unique per channel: holding `&mut Submitter` serializes the channel's
+/// cookie counter.
+pub struct Submitter {
+    pool: Arc<PoolInner>,
+}
+
+impl Submitter {
+    /// Returns the number of descriptors.
+    pub fn len(&self) -> usize {
+        self.pool.descs.len()
+    }
+
+    /// Returns whether the pool is empty.
+    pub fn is_empty(&self) -> bool {
+        self.pool.descs.is_empty()
+    }
+
+    fn desc(&self, index: usize) -> Result<NonNull<c_void>> {
+        self.pool.descs.get(index).copied().ok_or(EINVAL)
+    }
+
+    /// Records the client's flags on descriptor `index` and returns it for
+    /// the core.
+    pub fn prepare(&mut self, index: usize, flags: PrepFlags) -> Result<Prepared> {
+        let d = self.desc(index)?;
+        // SAFETY: `d` is a live descriptor of this pool; `&mut self`
+        // serializes writers.
+        unsafe { ffi::rust_dma_desc_set_flags(d.as_ptr(), flags.raw() as c_ulong) };
+        Ok(Prepared(d))
+    }
+
+    /// Assigns the next cookie of the channel to descriptor `index`.
+    pub fn assign_cookie(&mut self, index: usize) -> Result<Cookie> {
+        let d = self.desc(index)?;
+        // SAFETY: `d` is a live descriptor of this pool; `&mut self` is the
+        // channel's only cookie writer.
+        Ok(Cookie(unsafe { ffi::rust_dma_desc_assign_cookie(d.as_ptr()) }))
+    }
+
+    /// Builds the completion record of descriptor `index`, to be handed to
+    /// [`Completer::complete`] once the ring lock is dropped.
+    pub fn finish(&self, index: usize, result: TxResult, residue: u32) -> Result<Finished> {
+        Ok(Finished {
+            desc: self.desc(index)?,
+            pool: self.pool.clone(),
+            result,
+            residue,
+        })
+    }
+}
+
+/// A finished transaction waiting for its completion.
+pub struct Finished {
+    desc: NonNull<c_void>,
+    // Keeps `desc` alive.
+    pool: Arc<PoolInner>,
+    result: TxResult,
+    residue: u32,
+}
+
+// SAFETY: `Finished` only carries a pointer into a pool it keeps alive.
+unsafe impl Send for Finished {}
+
+impl Finished {
+    /// Returns how the transaction ended.
+    pub fn result(&self) -> TxResult {
+        self.result
+    }
+}
+
+/// The capability to complete descriptors of one channel.
+///
+/// Unique per channel: holding `&mut Completer` serializes the channel's
+/// completed-cookie updates.
+pub struct Completer {
+    pool: Arc<PoolInner>,
+    _not_sync: PhantomData<*const ()>,
+}
+
+// SAFETY: Moving the completer between threads is fine; it is not `Sync`,
+// so only one thread completes at a time.
+unsafe impl Send for Completer {}
+
+impl Completer {
+    /// Completes `done`: marks its cookie complete, releases the client's
+    /// unmap data and calls the client's callback.
+    ///
+    /// Must not be called in hard-IRQ context or under a lock that the
+    /// driver's submit path takes: the callback may submit new work.
+    pub fn complete(&mut self, done: Finished) {
+        if !Arc::ptr_eq(&self.pool, &done.pool) {
+            pr_err!("dmaengine: descriptor completed on a foreign channel\n");
+            return;
+        }
+        // SAFETY: `done.desc` is alive (its pool is); `&mut self` serializes
+        // completions on this channel.
+        unsafe {
+            ffi::rust_dma_desc_complete(done.desc.as_ptr(), done.result as c_uint, done.residue)
+        };
+    }
+}
+
+/// The dmaengine registration of one DMA device and its channels.
+///
+/// Dropping it unregisters the device; the channels are released when the
+/// core drops its last reference.
+pub struct Registration<T: ChannelOps> {
+    dma: NonNull<c_void>,
+    count: usize,
+    _p: PhantomData<T>,
+}
+
+// SAFETY: The registration only holds the device pointer; the dmaengine core
+// can be called from any thread.
+unsafe impl<T: ChannelOps> Send for Registration<T> {}
+// SAFETY: `&Registration` allows no mutation.
+unsafe impl<T: ChannelOps> Sync for Registration<T> {}
+
+/// The channels, owned by the C device from registration to release.
+struct Channels<T: ChannelOps>(KVec<Arc<T>>);
+
+impl<T: ChannelOps> Registration<T> {
+    const OPS: ffi::RawOps = ffi::RawOps {
+        alloc_chan_resources: alloc_chan_resources::<T>,
+        free_chan_resources: free_chan_resources::<T>,
+        prep_memcpy: prep_memcpy::<T>,
+        tx_submit: tx_submit::<T>,
+        issue_pending: issue_pending::<T>,
+        tx_poll: tx_poll::<T>,
+        terminate_all: terminate_all::<T>,
+        synchronize: synchronize::<T>,
+        release: release::<T>,
+    };
+
+    /// Registers a memcpy-capable DMA device for `dev` with `chans` as its
+    /// channels; `max_seg_size` is the longest copy one descriptor takes.
+    pub fn new(dev: &Device<Bound>, chans: KVec<Arc<T>>, max_seg_size: u32) -> Result<Self> {
+        let n = chans.len();
+        if n == 0 {
+            return Err(EINVAL);
+        }
+        let mut ctxs = KVec::with_capacity(n, GFP_KERNEL)?;
+        for c in chans.iter() {
+            ctxs.push(Arc::as_ptr(c).cast::<c_void>(), GFP_KERNEL)?;
+        }
+        let owned = KBox::new(Channels(chans), GFP_KERNEL)?;
+        let ctx = KBox::into_raw(owned).cast::<c_void>();
+        // `Device` is `repr(transparent)` over `struct device`.
+        let raw_dev = core::ptr::from_ref(dev).cast_mut().cast::<c_void>();
+        // SAFETY: `raw_dev` is a bound device; `OPS` is a promoted constant
+        // with static lifetime; `ctxs` holds `n` pointers into `ctx`'s
+        // channels, which stay alive until `release`.
+        let dma = unsafe {
+            ffi::rust_dma_device_alloc(
+                raw_dev,
+                n as c_uint,
+                &Self::OPS,
+                ctx,
+                ctxs.as_ptr(),
+                max_seg_size,
+            )
+        };
+        let Some(dma) = NonNull::new(dma) else {
+            // SAFETY: `ctx` came from `KBox::into_raw` above and was not
+            // handed to C.
+            drop(unsafe { KBox::from_raw(ctx.cast::<Channels<T>>()) });
+            return Err(ENOMEM);
+        };
+        // SAFETY: `dma` was allocated above and is not registered yet.
+        let ret = unsafe { ffi::rust_dma_device_register(dma.as_ptr()) };
+        if ret != 0 {
+            // SAFETY: Registration failed, so the core holds no reference;
+            // free the device, then the channels it pointed to.
+            unsafe {
+                ffi::rust_dma_device_free(dma.as_ptr());
+                drop(KBox::from_raw(ctx.cast::<Channels<T>>()));
+            }
+            return Err(Error::from_errno(ret));
+        }
+        Ok(Self {
+            dma,
+            count: n,
+            _p: PhantomData,
+        })
+    }
+
+    /// Returns channel `index` of the device.
+    pub fn channel(&self, index: usize) -> Option<Channel> {
+        if index >= self.count {
+            return None;
+        }
+        // SAFETY: `self.dma` is registered and has `self.count` channels.
+        NonNull::new(unsafe { ffi::rust_dma_device_chan(self.dma.as_ptr(), index as c_uint) })
+            .map(Channel)
+    }
+}
+
+impl<T: ChannelOps> Drop for Registration<T> {
+    fn drop(&mut self) {
+        // SAFETY: `self.dma` is registered; this drops the registration's
+        // reference. `release` runs when the last one goes.
+        unsafe { ffi::rust_dma_device_unregister(self.dma.as_ptr()) };
+    }
+}
+
+/// Recovers the channel from a C context pointer.
+///
+/// # Safety
+///
+/// `ctx` must be a channel pointer given to `rust_dma_device_alloc` by
+/// [`Registration::new`] for a `T`, whose device has not been released.
+unsafe fn chan<'a, T: ChannelOps>(ctx: *const c_void) -> &'a T {
+    // SAFETY: Per the function's safety requirements.
+    unsafe { &*ctx.cast::<T>() }
+}
+
+unsafe extern "C" fn alloc_chan_resources<T: ChannelOps>(
+    ctx: *const c_void,
+    raw: *mut c_void,
+) -> c_int {
+    let Some(raw) = NonNull::new(raw) else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: Called by the helper with the channel's context while the
+    // device is registered.
+    match unsafe { chan::<T>(ctx) }.alloc_resources(&Channel(raw)) {
+        Ok(n) => n.min(c_int::MAX as u32) as c_int,
+        Err(e) => e.to_errno(),
+    }
+}
+
+unsafe extern "C" fn free_chan_resources<T: ChannelOps>(ctx: *const c_void) {
+    // SAFETY: As in `alloc_chan_resources`.
+    unsafe { chan::<T>(ctx) }.free_resources()
+}
+
+unsafe extern "C" fn prep_memcpy<T: ChannelOps>(
+    ctx: *const c_void,
+    dst: DmaAddress,
+    src: DmaAddress,
+    len: usize,
+    flags: c_ulong,
+) -> *mut c_void {
+    // SAFETY: As in `alloc_chan_resources`.
+    match unsafe { chan::<T>(ctx) }.prep_memcpy(dst, src, len, PrepFlags::from_raw(flags as usize))
+    {
+        Ok(p) => p.0.as_ptr(),
+        Err(_) => core::ptr::null_mut(),
+    }
+}
+
+unsafe extern "C" fn tx_submit<T: ChannelOps>(ctx: *const c_void, index: c_ulong) -> i32 {
+    // SAFETY: As in `alloc_chan_resources`.
+    unsafe { chan::<T>(ctx) }.tx_submit(index as usize).raw()
+}
+
+unsafe extern "C" fn issue_pending<T: ChannelOps>(ctx: *const c_void) {
+    // SAFETY: As in `alloc_chan_resources`.
+    unsafe { chan::<T>(ctx) }.issue_pending()
+}
+
+unsafe extern "C" fn tx_poll<T: ChannelOps>(ctx: *const c_void, cookie: i32) -> u32 {
+    // SAFETY: As in `alloc_chan_resources`.
+    unsafe { chan::<T>(ctx) }.poll(Cookie(cookie))
+}
+
+unsafe extern "C" fn terminate_all<T: ChannelOps>(ctx: *const c_void) -> c_int {
+    // SAFETY: As in `alloc_chan_resources`.
+    match unsafe { chan::<T>(ctx) }.terminate_all() {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+unsafe extern "C" fn synchronize<T: ChannelOps>(ctx: *const c_void) {
+    // SAFETY: As in `alloc_chan_resources`.
+    unsafe { chan::<T>(ctx) }.synchronize()
+}
+
+unsafe extern "C" fn release<T: ChannelOps>(ctx: *mut c_void) {
+    // SAFETY: `ctx` came from `KBox::into_raw` in `Registration::new`; the
+    // core calls `release` once, after its last use of the channels.
+    drop(unsafe { KBox::from_raw(ctx.cast::<Channels<T>>()) });
+}

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Probe-time PCI helpers that Linux 7.3 leaves `unsafe` or awkward.
+//!
+//! - [`set_dma_mask`]: the DMA mask, set from `probe()` before any mapping.
+//! - [`ThreadedIrq`]: one threaded interrupt handler on vector 0 of a PCI
+//!   function, owning the vector allocation it borrows from. In 7.3 an
+//!   `irq::ThreadedRegistration` borrows the `IrqVectorRegistration` it was
+//!   made from, so a driver cannot keep both in its data without a
+//!   self-reference; this type keeps the vectors in a heap allocation of
+//!   stable address and drops the handler first.
+
+use core::ptr::NonNull;
+use kernel::{
+    device::{Bound, Core},
+    dma::{Device as _, DmaMask},
+    irq::{Flags, ThreadedHandler, ThreadedRegistration},
+    pci::{self, IrqType, IrqTypes, IrqVectorRegistration},
+    prelude::*,
+};
+
+/// Sets the streaming and coherent DMA masks of `pdev` to `bits`, falling
+/// back to 32 bits.
+///
+/// Taking `Core` (held only during probe and remove) ensures no DMA
+/// allocation or mapping of this driver runs concurrently.
+pub fn set_dma_mask(pdev: &pci::Device<Core<'_>>, bits: DmaMask) -> Result<u32> {
+    // SAFETY: We are in probe (`Core`): the driver has made no DMA
+    // allocation or mapping yet, so none can run concurrently.
+    if unsafe { pdev.dma_set_mask_and_coherent(bits) }.is_ok() {
+        return Ok(bits.value().count_ones());
+    }
+    // SAFETY: As above.
+    unsafe { pdev.dma_set_mask_and_coherent(DmaMask::new::<32>()) }?;
+    Ok(32)
+}
+
+/// Owns the heap-allocated vector registration a [`ThreadedIrq`] borrows.
+struct Vectors<'bound>(NonNull<IrqVectorRegistration<'bound>>);
+
+impl Drop for Vectors<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` came from `KBox::leak` in `ThreadedIrq::new`; the
+        // handler registration borrowing it is declared, and so dropped,
+        // before this field.
+        drop(unsafe { KBox::from_raw(self.0.as_ptr()) });
+    }
+}
+
+/// A threaded interrupt handler on vector 0 of a PCI function.
+#[pin_data]
+pub struct ThreadedIrq<'bound, H: ThreadedHandler + 'bound> {
+    // Declared first: freed before the vectors it borrows.
+    #[pin]
+    reg: ThreadedRegistration<'bound, H>,
+    vectors: Vectors<'bound>,
+    kind: IrqType,
+}
+
+// SAFETY: `vectors` is owned by `Self` and only read; the registration is
+// `Send` when its handler is.
+unsafe impl<'bound, H: ThreadedHandler + Send + 'bound> Send for ThreadedIrq<'bound, H> {}
+// SAFETY: Shared access only reads.
+unsafe impl<'bound, H: ThreadedHandler + 'bound> Sync for ThreadedIrq<'bound, H> {}
+
+impl<'bound, H: ThreadedHandler + 'bound> ThreadedIrq<'bound, H> {
+    /// Allocates one vector (MSI-X, else MSI, else INTx) and installs
+    /// `handler` on it.
+    pub fn new(
+        pdev: &'bound pci::Device<Bound>,
+        name: &'static CStr,
+        handler: impl PinInit<H, Error> + 'bound,
+    ) -> impl PinInit<Self, Error> + 'bound {
+        pin_init::pin_init_scope(move || {
+            let types = IrqTypes::default()
+                .with(IrqType::MsiX)
+                .with(IrqType::Msi)
+                .with(IrqType::Intx);
+            let boxed = KBox::new(pdev.alloc_irq_vectors(1, 1, types)?, GFP_KERNEL)?;
+            let kind = boxed.irq_type();
+            let vectors = Vectors(NonNull::from(KBox::leak(boxed)));
+            // SAFETY: `vectors` owns a live heap allocation that stays put
+            // until `Vectors::drop`, which runs after the registration made
+            // from this borrow is gone (field order of `Self`), or right
+            // away on error, before anything borrowed it.
+            let vref: &'bound IrqVectorRegistration<'bound> = unsafe { vectors.0.as_ref() };
+            let request = vref.index(0)?;
+            // SAFETY: The registration is stored in `Self`, whose drop runs.
+            let reg =
+                unsafe { ThreadedRegistration::new(request.into(), Flags::SHARED, name, handler) };
+            Ok(try_pin_init!(Self {
+                reg <- reg,
+                vectors,
+                kind,
+            }? Error))
+        })
+    }
+
+    /// Returns the interrupt type the PCI core chose.
+    pub fn kind(&self) -> IrqType {
+        self.kind
+    }
+
+    /// Returns the handler.
+    pub fn handler(&self) -> &H {
+        self.reg.handler()
+    }
+
+    /// Waits for running handlers (hard and threaded) to finish.
+    pub fn synchronize(&self) {
+        self.reg.synchronize()
+    }
+}
