@@ -39,3 +39,8 @@ kernel:
 
 clean:
 	rm -rf build
+
+.PHONY: fmt
+# Format the kernel Rust with the toolchain that checks it.
+fmt:
+	@bash -c '. scripts/lib.sh && in_root sh -c "cd $$REPO && rustfmt --config-path .rustfmt.toml $$(git ls-files -co --exclude-standard "*.rs" | grep -v ^tools/plx-dma-emu/ | tr "\n" " ")"'

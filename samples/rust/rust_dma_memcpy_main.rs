@@ -60,8 +60,7 @@ fn run(size: usize) -> Result {
         }
         src.write(off, &chunk[..n])?;
     }
-    let (result, residue) =
-        chan.copy_sync(dst.dma_address(), src.dma_address(), size, 5000)?;
+    let (result, residue) = chan.copy_sync(dst.dma_address(), src.dma_address(), size, 5000)?;
     if result != TxResult::NoError {
         pr_err!(
             "{}: copy failed: {:?}, residue {}\n",

@@ -240,7 +240,10 @@ impl PlxChannel {
     fn kick(&self) {
         if let Some(bar) = self.bar.try_access() {
             // The 16-bit write leaves CTRL2 (the upper half) untouched.
-            bar.write16(u32::from(regs::CTRL::start_ring()) as u16, regs::CTRL::OFFSET);
+            bar.write16(
+                u32::from(regs::CTRL::start_ring()) as u16,
+                regs::CTRL::OFFSET,
+            );
         }
     }
 
@@ -382,7 +385,7 @@ impl PlxChannel {
 
 impl ChannelOps for PlxChannel {
     fn alloc_resources(&self, chan: &Channel) -> Result<u32> {
-        let (sub, comp) = DescPool::new(chan, self.size as usize)?;
+        let (sub, comp) = DescPool::alloc(chan, self.size as usize)?;
         {
             let mut st = self.state.lock();
             if st.dead {
@@ -405,7 +408,12 @@ impl ChannelOps for PlxChannel {
             return Err(e);
         }
         self.state.lock().active = true;
-        dev_dbg!(self.dev, "{}: ring of {} descriptors\n", chan.name(), self.size);
+        dev_dbg!(
+            self.dev,
+            "{}: ring of {} descriptors\n",
+            chan.name(),
+            self.size
+        );
         Ok(self.size)
     }
 
@@ -432,8 +440,12 @@ impl ChannelOps for PlxChannel {
         if len == 0 || len > MAX_COPY {
             return Err(EINVAL);
         }
-        if dst.checked_add(u64::from(len)).is_none_or(|e| e - 1 > MAX_ADDRESS)
-            || src.checked_add(u64::from(len)).is_none_or(|e| e - 1 > MAX_ADDRESS)
+        if dst
+            .checked_add(u64::from(len))
+            .is_none_or(|e| e - 1 > MAX_ADDRESS)
+            || src
+                .checked_add(u64::from(len))
+                .is_none_or(|e| e - 1 > MAX_ADDRESS)
         {
             return Err(ERANGE);
         }

@@ -25,8 +25,8 @@ mod regs;
 mod stats;
 
 use channel::PlxChannel;
-use dmaengine::provider::Registration;
 use core::fmt;
+use dmaengine::provider::Registration;
 use kernel::{
     debugfs,
     device::Core,

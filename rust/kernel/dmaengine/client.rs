@@ -92,7 +92,7 @@ impl MemcpyChannel {
         let flags = PrepFlags::INTERRUPT | PrepFlags::ACK;
         // SAFETY: `self.0` is a channel we hold.
         let txd = unsafe {
-            ffi::rust_dma_client_prep_memcpy(self.0.as_ptr(), dst, src, len, flags.raw() as _)
+            ffi::rust_dma_client_prep_memcpy(self.0.as_ptr(), dst, src, len, flags.raw())
         };
         if txd.is_null() {
             return Err(EIO);
@@ -190,7 +190,11 @@ impl<'a> DmaBuffer<'a> {
         // `offset..end` lies inside the allocation.
         unsafe {
             ffi::rust_dma_buf_for_cpu(self.chan.dev(), self.dma, self.size);
-            core::ptr::copy_nonoverlapping(data.as_ptr(), self.buf.as_ptr().add(offset), data.len());
+            core::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.buf.as_ptr().add(offset),
+                data.len(),
+            );
             ffi::rust_dma_buf_for_device(self.chan.dev(), self.dma, self.size);
         }
         Ok(())
@@ -205,7 +209,11 @@ impl<'a> DmaBuffer<'a> {
         // SAFETY: As in `write`.
         unsafe {
             ffi::rust_dma_buf_for_cpu(self.chan.dev(), self.dma, self.size);
-            core::ptr::copy_nonoverlapping(self.buf.as_ptr().add(offset), out.as_mut_ptr(), out.len());
+            core::ptr::copy_nonoverlapping(
+                self.buf.as_ptr().add(offset),
+                out.as_mut_ptr(),
+                out.len(),
+            );
             ffi::rust_dma_buf_for_device(self.chan.dev(), self.dma, self.size);
         }
         Ok(())
@@ -217,7 +225,12 @@ impl Drop for DmaBuffer<'_> {
         // SAFETY: The buffer was mapped in `new` for this device and is
         // unmapped and freed once.
         unsafe {
-            ffi::rust_dma_buf_free(self.chan.dev(), self.buf.as_ptr().cast(), self.size, self.dma)
+            ffi::rust_dma_buf_free(
+                self.chan.dev(),
+                self.buf.as_ptr().cast(),
+                self.size,
+                self.dma,
+            )
         };
     }
 }
@@ -229,6 +242,10 @@ impl Drop for MemcpyChannel {
     }
 }
 
+/// # Safety
+///
+/// `ctx` is an `Arc<Done>` reference handed to `rust_dma_client_submit` by
+/// [`MemcpyChannel::copy_sync`]; the glue calls this once per submission.
 unsafe extern "C" fn copy_done(ctx: *mut c_void, result: c_uint, residue: u32) {
     // SAFETY: `ctx` is the `Arc<Done>` reference given to
     // `rust_dma_client_submit`, which calls us once.

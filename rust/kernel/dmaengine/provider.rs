@@ -8,7 +8,7 @@
 //!
 //! Transaction descriptors (`struct dma_async_tx_descriptor`) are
 //! preallocated per channel when a client takes the channel
-//! ([`ChannelOps::alloc_resources`]) through [`DescPool::new`], which hands
+//! ([`ChannelOps::alloc_resources`]) through [`DescPool::alloc`], which hands
 //! out two unique capabilities:
 //!
 //! - a [`Submitter`], which prepares descriptors and assigns cookies; the
@@ -121,7 +121,7 @@ pub struct DescPool;
 
 impl DescPool {
     /// Allocates `count` descriptors bound to `chan`.
-    pub fn new(chan: &Channel, count: usize) -> Result<(Submitter, Completer)> {
+    pub fn alloc(chan: &Channel, count: usize) -> Result<(Submitter, Completer)> {
         let mut descs = KVec::with_capacity(count, GFP_KERNEL)?;
         let mut pool = PoolInner { descs: KVec::new() };
         for i in 0..count {
@@ -180,7 +180,9 @@ impl Submitter {
         let d = self.desc(index)?;
         // SAFETY: `d` is a live descriptor of this pool; `&mut self` is the
         // channel's only cookie writer.
-        Ok(Cookie(unsafe { ffi::rust_dma_desc_assign_cookie(d.as_ptr()) }))
+        Ok(Cookie(unsafe {
+            ffi::rust_dma_desc_assign_cookie(d.as_ptr())
+        }))
     }
 
     /// Builds the completion record of descriptor `index`, to be handed to
@@ -360,6 +362,10 @@ unsafe fn chan<'a, T: ChannelOps>(ctx: *const c_void) -> &'a T {
     unsafe { &*ctx.cast::<T>() }
 }
 
+/// # Safety
+///
+/// The C glue calls this with a channel context registered by
+/// [`Registration::new`] for a `T`, before the device's release.
 unsafe extern "C" fn alloc_chan_resources<T: ChannelOps>(
     ctx: *const c_void,
     raw: *mut c_void,
@@ -375,11 +381,19 @@ unsafe extern "C" fn alloc_chan_resources<T: ChannelOps>(
     }
 }
 
+/// # Safety
+///
+/// The C glue calls this with a channel context registered by
+/// [`Registration::new`] for a `T`, before the device's release.
 unsafe extern "C" fn free_chan_resources<T: ChannelOps>(ctx: *const c_void) {
     // SAFETY: As in `alloc_chan_resources`.
     unsafe { chan::<T>(ctx) }.free_resources()
 }
 
+/// # Safety
+///
+/// The C glue calls this with a channel context registered by
+/// [`Registration::new`] for a `T`, before the device's release.
 unsafe extern "C" fn prep_memcpy<T: ChannelOps>(
     ctx: *const c_void,
     dst: DmaAddress,
@@ -388,28 +402,43 @@ unsafe extern "C" fn prep_memcpy<T: ChannelOps>(
     flags: c_ulong,
 ) -> *mut c_void {
     // SAFETY: As in `alloc_chan_resources`.
-    match unsafe { chan::<T>(ctx) }.prep_memcpy(dst, src, len, PrepFlags::from_raw(flags as usize))
-    {
+    match unsafe { chan::<T>(ctx) }.prep_memcpy(dst, src, len, PrepFlags::from_raw(flags)) {
         Ok(p) => p.0.as_ptr(),
         Err(_) => core::ptr::null_mut(),
     }
 }
 
+/// # Safety
+///
+/// The C glue calls this with a channel context registered by
+/// [`Registration::new`] for a `T`, before the device's release.
 unsafe extern "C" fn tx_submit<T: ChannelOps>(ctx: *const c_void, index: c_ulong) -> i32 {
     // SAFETY: As in `alloc_chan_resources`.
-    unsafe { chan::<T>(ctx) }.tx_submit(index as usize).raw()
+    unsafe { chan::<T>(ctx) }.tx_submit(index).raw()
 }
 
+/// # Safety
+///
+/// The C glue calls this with a channel context registered by
+/// [`Registration::new`] for a `T`, before the device's release.
 unsafe extern "C" fn issue_pending<T: ChannelOps>(ctx: *const c_void) {
     // SAFETY: As in `alloc_chan_resources`.
     unsafe { chan::<T>(ctx) }.issue_pending()
 }
 
+/// # Safety
+///
+/// The C glue calls this with a channel context registered by
+/// [`Registration::new`] for a `T`, before the device's release.
 unsafe extern "C" fn tx_poll<T: ChannelOps>(ctx: *const c_void, cookie: i32) -> u32 {
     // SAFETY: As in `alloc_chan_resources`.
     unsafe { chan::<T>(ctx) }.poll(Cookie(cookie))
 }
 
+/// # Safety
+///
+/// The C glue calls this with a channel context registered by
+/// [`Registration::new`] for a `T`, before the device's release.
 unsafe extern "C" fn terminate_all<T: ChannelOps>(ctx: *const c_void) -> c_int {
     // SAFETY: As in `alloc_chan_resources`.
     match unsafe { chan::<T>(ctx) }.terminate_all() {
@@ -418,11 +447,19 @@ unsafe extern "C" fn terminate_all<T: ChannelOps>(ctx: *const c_void) -> c_int {
     }
 }
 
+/// # Safety
+///
+/// The C glue calls this with a channel context registered by
+/// [`Registration::new`] for a `T`, before the device's release.
 unsafe extern "C" fn synchronize<T: ChannelOps>(ctx: *const c_void) {
     // SAFETY: As in `alloc_chan_resources`.
     unsafe { chan::<T>(ctx) }.synchronize()
 }
 
+/// # Safety
+///
+/// `ctx` is the channel set given to the C glue by [`Registration::new`];
+/// the core calls this once, after its last use of the channels.
 unsafe extern "C" fn release<T: ChannelOps>(ctx: *mut c_void) {
     // SAFETY: `ctx` came from `KBox::into_raw` in `Registration::new`; the
     // core calls `release` once, after its last use of the channels.
