@@ -6,6 +6,7 @@
 #
 #   make run                 build what is missing, boot a guest, run the demo
 #   make check [SUITE=name]  every test suite, or one (SUITE=list lists them)
+#   make bench               Rust vs C plx_dma and engine vs CPU, side by side
 #   make shell               an interactive guest with everything loaded
 #   make modules [KDIR=dir]  build the modules (default: the cached test kernel)
 #   make kernel [FLAVOUR=test|bench]
@@ -44,3 +45,7 @@ clean:
 # Format the kernel Rust with the toolchain that checks it.
 fmt:
 	@bash -c '. scripts/lib.sh && in_root sh -c "cd $$REPO && rustfmt --config-path .rustfmt.toml $$(git ls-files -co --exclude-standard "*.rs" | grep -v ^tools/plx-dma-emu/ | tr "\n" " ")"'
+
+.PHONY: bench
+bench:
+	@scripts/bench.sh

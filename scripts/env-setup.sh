@@ -13,7 +13,7 @@
 # Packages from trixie proper: the compiler family the kernel is built with.
 ROOT_PKGS="ca-certificates make bc bison flex cpio kmod xz-utils zstd gzip \
  python3 perl libelf-dev libssl-dev libc6-dev gcc clang lld llvm libclang-dev \
- rustc rust-src rustfmt rust-clippy bindgen busybox-static rsync file"
+ rustc rust-src rustfmt rust-clippy bindgen busybox-static rsync file gnuplot-nox"
 # Packages that only trixie-backports has at the pinned versions.
 BPO_PKGS="qemu-system-x86 $KSRC_PKG"
 STAMP=$ROOTFS/.rust-plx-dma-stamp

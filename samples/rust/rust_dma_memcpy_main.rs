@@ -18,7 +18,10 @@ use dmaengine::{
     client::{DmaBuffer, MemcpyChannel},
     TxResult,
 };
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    time::{Instant, Monotonic},
+};
 
 module! {
     type: DmaMemcpySample,
@@ -30,6 +33,10 @@ module! {
         size: u32 {
             default: 65536,
             description: "Bytes to copy (1..16777216)",
+        },
+        repeat: u32 {
+            default: 0,
+            description: "After the check, time this many engine copies and CPU copies",
         },
     },
 }
@@ -46,12 +53,44 @@ fn pattern(i: usize) -> u8 {
     (i.wrapping_mul(131) ^ (i >> 8)) as u8
 }
 
-fn run(size: usize) -> Result {
+/// Times `repeat` synchronous engine copies and `repeat` CPU copies of
+/// `src` into `dst` and reports both, in nanoseconds.
+fn time_copies(
+    chan: &MemcpyChannel,
+    dst: &mut DmaBuffer<'_>,
+    src: &DmaBuffer<'_>,
+    repeat: u32,
+) -> Result {
+    let t = Instant::<Monotonic>::now();
+    for _ in 0..repeat {
+        let (result, _) = chan.copy_sync(dst.dma_address(), src.dma_address(), src.len(), 5000)?;
+        if result != TxResult::NoError {
+            return Err(EIO);
+        }
+    }
+    let dma_ns = t.elapsed().as_nanos();
+    let t = Instant::<Monotonic>::now();
+    for _ in 0..repeat {
+        dst.cpu_copy_from(src)?;
+    }
+    let cpu_ns = t.elapsed().as_nanos();
+    pr_info!(
+        "{}: bench size={} repeat={} dma_ns={} cpu_ns={}\n",
+        chan.name(),
+        src.len(),
+        repeat,
+        dma_ns,
+        cpu_ns
+    );
+    Ok(())
+}
+
+fn run(size: usize, repeat: u32) -> Result {
     let chan = MemcpyChannel::request().inspect_err(|e| {
         pr_err!("no memcpy channel available ({:?})\n", e);
     })?;
     let mut src = DmaBuffer::new(&chan, size)?;
-    let dst = DmaBuffer::new(&chan, size)?;
+    let mut dst = DmaBuffer::new(&chan, size)?;
     let mut chunk = [0u8; CHUNK];
     for off in (0..size).step_by(CHUNK) {
         let n = CHUNK.min(size - off);
@@ -85,6 +124,9 @@ fn run(size: usize) -> Result {
         }
     }
     pr_info!("{}: copied and verified {} bytes\n", chan.name(), size);
+    if repeat > 0 {
+        time_copies(&chan, &mut dst, &src, repeat)?;
+    }
     Ok(())
 }
 
@@ -95,7 +137,7 @@ impl kernel::Module for DmaMemcpySample {
             pr_err!("size={} is invalid: use 1..{}\n", size, MAX_SIZE);
             return Err(EINVAL);
         }
-        run(size as usize)?;
+        run(size as usize, module_parameters::repeat.value())?;
         Ok(DmaMemcpySample)
     }
 }

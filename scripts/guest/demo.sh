@@ -1,24 +1,34 @@
 # SPDX-License-Identifier: GPL-2.0
-# Guest half of `make run`: a short, readable tour of what the bench shows.
+# Guest half of `make run`: a short, readable tour of the data path.
 . /guest/lib.sh
+. /guest/dmatest.sh
 
-echo "== kernel: $(uname -r)"
-echo "== IOMMU"
-dmesg | grep -E 'DMAR: IOMMU enabled|DMAR-IR: Enabled IRQ remapping' | sed 's/^\[[^]]*\] /   /'
+strip() { sed 's/^\[[^]]*\] /   /'; }
+
+echo "== kernel $(uname -r)"
+echo "== IOMMU: every device DMA is translated, interrupts are remapped"
+dmesg | grep -E 'DMAR: IOMMU enabled|DMAR-IR: Enabled IRQ remapping' | strip
 for g in /sys/kernel/iommu_groups/*; do
 	echo "   group ${g##*/}: $(cat "$g/type") $(ls "$g/devices" | tr '\n' ' ')"
 done
-echo "== PLX-model DMA functions on the PCI bus"
-found=0
+echo "== emulated PLX-model DMA functions (vfio-user devices)"
 for d in /sys/bus/pci/devices/*; do
-	if [ "$(cat "$d/vendor"):$(cat "$d/device")" = 0x10b5:0x87d0 ]; then
-		echo "   ${d##*/}"
-		found=$((found + 1))
-	fi
+	grep -q 0x87d0 "$d/device" && echo "   ${d##*/} $(cat "$d/vendor"):$(cat "$d/device") class $(cat "$d/class")"
 done
-[ "$found" -gt 0 ] || echo "   (none attached)"
 echo "== loading the Rust driver"
 check "modprobe rust_plx_dma" modprobe rust_plx_dma
-dmesg | grep rust_plx_dma | sed 's/^\[[^]]*\] /   /'
+dmesg | grep 'rust_plx_dma' | strip
+echo "   channels: $(ls /sys/class/dma | tr '\n' ' ')"
+echo "== dmatest on every channel (verification on)"
+dmatest_run demo 2000 16384 "$(ls /sys/class/dma | wc -l)"
+echo "== a Rust dmaengine client copies 1 MiB and checks it"
+check "rust_dma_memcpy size=1048576" modprobe rust_dma_memcpy size=1048576
+dmesg | grep 'rust_dma_memcpy' | tail -n 1 | strip
+rmmod rust_dma_memcpy 2>/dev/null
+echo "== per-channel statistics (debugfs)"
+for f in /sys/kernel/debug/rust_plx_dma-*/stats; do
+	echo "   ${f%/stats}:" | sed 's|/sys/kernel/debug/||'
+	sed 's/^/      /' "$f"
+done
 check "rmmod rust_plx_dma" rmmod rust_plx_dma
 finish

@@ -200,6 +200,24 @@ impl<'a> DmaBuffer<'a> {
         Ok(())
     }
 
+    /// Copies all of `src` into this buffer with the CPU (a baseline for
+    /// what the engine offloads).
+    pub fn cpu_copy_from(&mut self, src: &DmaBuffer<'_>) -> Result {
+        if src.size > self.size {
+            return Err(EINVAL);
+        }
+        // SAFETY: Both mappings are ours; between `for_cpu` and
+        // `for_device` the CPU owns them, and `src.size` bytes fit in both.
+        unsafe {
+            ffi::rust_dma_buf_for_cpu(src.chan.dev(), src.dma, src.size);
+            ffi::rust_dma_buf_for_cpu(self.chan.dev(), self.dma, self.size);
+            core::ptr::copy_nonoverlapping(src.buf.as_ptr(), self.buf.as_ptr(), src.size);
+            ffi::rust_dma_buf_for_device(self.chan.dev(), self.dma, self.size);
+            ffi::rust_dma_buf_for_device(src.chan.dev(), src.dma, src.size);
+        }
+        Ok(())
+    }
+
     /// Copies the buffer from `offset` into `out`.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result {
         let end = offset.checked_add(out.len()).ok_or(EINVAL)?;

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Turn the BENCH lines of a bench guest run into CSV, JSON, gnuplot data
+and a table of medians and ratios.
+
+    bench-report.py GUEST_TAP OUT_DIR
+"""
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+
+def main():
+    tap, out = sys.argv[1], sys.argv[2]
+    dmatest = defaultdict(list)   # (driver, size) -> [KB/s per run, summed over channels]
+    per_run = defaultdict(float)  # (driver, size, rep) -> KB/s
+    memcpy = defaultdict(list)    # size -> [(dma MB/s, cpu MB/s)]
+    rows = []
+    for line in open(tap, encoding="utf-8", errors="replace"):
+        f = line.split()
+        if len(f) < 2 or f[0] != "BENCH":
+            continue
+        if f[1] == "dmatest":
+            drv, size, rep, chan, tests, fails, iops, kbps = f[2:10]
+            per_run[(drv, int(size), int(rep))] += float(kbps)
+            rows.append({"kind": "dmatest", "driver": drv, "size": int(size), "rep": int(rep),
+                         "channel": chan, "tests": int(tests), "failures": int(fails),
+                         "iops": float(iops), "kb_per_s": float(kbps)})
+        elif f[1] == "memcpy":
+            size, rep, n, dma_ns, cpu_ns = (int(x) for x in f[2:7])
+            mb = size * n / 1e6
+            dma = mb / (dma_ns / 1e9) if dma_ns else 0.0
+            cpu = mb / (cpu_ns / 1e9) if cpu_ns else 0.0
+            memcpy[size].append((dma, cpu))
+            rows.append({"kind": "memcpy", "size": size, "rep": rep, "copies": n,
+                         "dma_mb_per_s": dma, "cpu_mb_per_s": cpu})
+    for (drv, size, _), kbps in per_run.items():
+        dmatest[(drv, size)].append(kbps / 1024)
+    if not rows:
+        print("bench-report: no BENCH lines in " + tap, file=sys.stderr)
+        return 1
+
+    with open(f"{out}/results.json", "w", encoding="utf-8") as fh:
+        json.dump(rows, fh, indent=1)
+    with open(f"{out}/results.csv", "w", encoding="utf-8") as fh:
+        keys = sorted({k for r in rows for k in r})
+        fh.write(",".join(keys) + "\n")
+        for r in rows:
+            fh.write(",".join(str(r.get(k, "")) for k in keys) + "\n")
+
+    sizes = sorted({s for _, s in dmatest})
+    med = {k: statistics.median(v) for k, v in dmatest.items()}
+    print("dmatest throughput, MB/s summed over channels (median of %d runs)"
+          % max((len(v) for v in dmatest.values()), default=0))
+    print(f"{'size':>9} {'C plx_dma':>11} {'rust_plx_dma':>13} {'Rust/C':>8}")
+    with open(f"{out}/dmatest.dat", "w", encoding="utf-8") as fh:
+        for s in sizes:
+            c, r = med.get(("plx_dma", s), 0.0), med.get(("rust_plx_dma", s), 0.0)
+            ratio = r / c if c else float("nan")
+            print(f"{s:>9} {c:>11.1f} {r:>13.1f} {ratio:>8.2f}")
+            fh.write(f"{s} {c} {r}\n")
+    if memcpy:
+        print("\nengine copy (rust_dma_memcpy, one copy at a time) vs CPU copy, MB/s (median)")
+        print(f"{'size':>9} {'engine':>10} {'CPU':>10} {'engine/CPU':>11}")
+        with open(f"{out}/memcpy.dat", "w", encoding="utf-8") as fh:
+            for s in sorted(memcpy):
+                d = statistics.median(x for x, _ in memcpy[s])
+                c = statistics.median(y for _, y in memcpy[s])
+                print(f"{s:>9} {d:>10.1f} {c:>10.1f} {d / c if c else float('nan'):>11.3f}")
+                fh.write(f"{s} {d} {c}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

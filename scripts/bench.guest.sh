@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: GPL-2.0
+# Guest half of `make bench`: dmatest throughput of the C plx_dma and of
+# rust_plx_dma on the same emulated channels in one boot, and engine copies
+# against CPU copies through the Rust client.  Emits "BENCH ..." lines.
+. /guest/lib.sh
+
+REPS=${REPS:-3}
+SIZES="4096 65536 1048576"
+P=/sys/module/dmatest/parameters
+
+iters_for() { case $1 in 4096) echo 4000 ;; 65536) echo 2000 ;; *) echo 300 ;; esac; }
+
+dmatest_bench() {
+	drv=$1 size=$2 rep=$3
+	modprobe dmatest
+	echo 0 >$P/run 2>/dev/null
+	echo 10000 >$P/timeout
+	echo "$(iters_for "$size")" >$P/iterations
+	echo "$size" >$P/test_buf_size
+	echo 1 >$P/threads_per_chan
+	echo 1 >$P/noverify
+	echo 1 >$P/norandom
+	echo "" >$P/channel
+	mark="bench-$drv-$size-$rep-$(date +%s)"
+	echo "$mark" >/dev/kmsg
+	echo 1 >$P/run
+	cat $P/wait >/dev/null
+	dmesg | sed -n "/$mark/,\$p" | grep 'dmatest: .*summary' |
+		sed -n 's/.*dmatest: \([^:]*\): summary \([0-9]*\) tests, \([0-9]*\) failures \([0-9.]*\) iops \([0-9]*\) KB\/s.*/BENCH dmatest '"$drv $size $rep"' \1 \2 \3 \4 \5/p'
+	rmmod dmatest
+}
+
+for rep in $(seq "$REPS"); do
+	for drv in plx_dma rust_plx_dma; do
+		modprobe "$drv" || { not_ok "modprobe $drv"; continue; }
+		for size in $SIZES; do dmatest_bench "$drv" "$size" "$rep"; done
+		if [ "$drv" = rust_plx_dma ]; then
+			for size in $SIZES; do
+				mark="bench-memcpy-$size-$rep-$(date +%s)"
+				echo "$mark" >/dev/kmsg
+				modprobe rust_dma_memcpy size="$size" repeat="$(iters_for "$size")" &&
+					rmmod rust_dma_memcpy
+				dmesg | sed -n "/$mark/,\$p" |
+					sed -n 's/.*bench size=\([0-9]*\) repeat=\([0-9]*\) dma_ns=\([0-9]*\) cpu_ns=\([0-9]*\).*/BENCH memcpy \1 '"$rep"' \2 \3 \4/p'
+			done
+		fi
+		rmmod "$drv"
+	done
+done
+check "benchmarks ran" true
+finish

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make bench`: one boot of the bench kernel with two emulated channels;
+# dmatest throughput of the C plx_dma and rust_plx_dma side by side, and
+# engine copies against CPU copies.  Writes build/bench/results.{csv,json},
+# PNG plots, and prints a table of medians and ratios.
+
+. "$(dirname "$0")/lib.sh"
+
+need_root bench
+out=$REPO/build/bench
+mkdir -p "$out"
+emu=$("$REPO/scripts/emu-build.sh")
+rc=0
+"$REPO/scripts/guest-run.sh" -n bench-perf -k bench -t 3600 \
+	-d "emu*2=exec $emu \$(printf -- '--socket %s ' \$SOCKETS)" \
+	"$REPO/scripts/bench.guest.sh" >&2 || rc=$?
+[ "$rc" -eq 0 ] || die "the benchmark guest failed (status $rc); see build/results/bench-perf.console"
+cp "$REPO/build/results/bench-perf.guest.tap" "$out/raw.txt"
+python3 "$REPO/scripts/bench-report.py" "$out/raw.txt" "$out" | tee "$out/table.txt"
+in_root gnuplot -e "out='$out'" "$REPO/scripts/bench-plots.gp" ||
+	die "gnuplot failed to draw the plots"
+log "results in $out: results.csv results.json table.txt dmatest.png memcpy.png"
