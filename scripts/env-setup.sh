@@ -84,4 +84,4 @@ verify_root() {
 	ls "$ROOTFS"/usr/src/linux-source-*.tar.* >/dev/null 2>&1 || die "no kernel source tarball"
 }
 
-main "$@"
+main "$@" >&2

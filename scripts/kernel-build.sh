@@ -13,6 +13,9 @@
 
 . "$(dirname "$0")/lib.sh"
 
+# Only the result goes to stdout; every log and tool output to stderr.
+exec 3>&1 1>&2
+
 flavour=${1:-test}
 case "$flavour" in
 test) frags="$REPO/scripts/kernel/bench.config $REPO/scripts/kernel/test.config" ;;
@@ -65,4 +68,4 @@ else
 	touch "$B/.built"
 fi
 ln -sfn "$B" "$PLX_CACHE/kernels/$flavour"
-echo "$B"
+echo "$B" >&3

@@ -13,6 +13,9 @@
 
 . "$(dirname "$0")/lib.sh"
 
+# Only the result goes to stdout; every log and tool output to stderr.
+exec 3>&1 1>&2
+
 target=${1:-test}
 [ $# -gt 0 ] && shift
 werror=(KCFLAGS=-Werror KRUSTFLAGS=-Dwarnings)
@@ -37,4 +40,4 @@ test | bench)
 	make -s -C "$kdir" M="$REPO" MO="$out" "${llvm[@]}" "${werror[@]}" "$@" modules >&2
 	;;
 esac
-echo "$out"
+echo "$out" >&3

@@ -21,6 +21,7 @@ dmesg | grep 'rust_plx_dma' | strip
 echo "   channels: $(ls /sys/class/dma | tr '\n' ' ')"
 echo "== dmatest on every channel (verification on)"
 dmatest_run demo 2000 16384 "$(ls /sys/class/dma | wc -l)"
+dmatest_release
 echo "== a Rust dmaengine client copies 1 MiB and checks it"
 check "rust_dma_memcpy size=1048576" modprobe rust_dma_memcpy size=1048576
 dmesg | grep 'rust_dma_memcpy' | tail -n 1 | strip

@@ -6,6 +6,16 @@
 # Runs dmatest (verification on) with one thread on every memcpy channel,
 # waits for it, keeps its summary lines as TAP diagnostics and adds test
 # points: the expected channels ran, every copy was made, none failed.
+# dmatest keeps its channels until `dmatest_release`.
+#
+#   c_plx_dmatest LABEL ITERATIONS BUF_SIZE [EXPECTED_CHANNELS]
+#
+# The same on the upstream C plx_dma, bound afresh to every PLX function
+# and unbound before dmatest lets go of the channels.  That order matters:
+# plx_dma_free_chan_resources() calls pci_irq_vector(), which may sleep,
+# under rcu_read_lock() while the device is bound, and the debug kernel
+# reports it ("sleeping function called from invalid context").  Once the
+# device is unbound the C driver skips that call.
 
 DMATEST=/sys/module/dmatest/parameters
 
@@ -33,5 +43,26 @@ dmatest_run() {
 	check "$label: dmatest ran on $want channel(s) (saw $chans)" test "$chans" -eq "$want"
 	check "$label: $tests copies made, $((iters * want)) expected" test "$tests" -eq $((iters * want))
 	check "$label: 0 failures (saw $fails)" test "$fails" -eq 0
-	rmmod dmatest
+}
+
+dmatest_release() {
+	rmmod dmatest 2>/dev/null || true
+}
+
+plx_functions() {
+	for d in /sys/bus/pci/devices/*; do
+		grep -q 0x87d0 "$d/device" && echo "${d##*/}"
+	done
+}
+
+c_plx_dmatest() {
+	modprobe plx_dma
+	for f in $(plx_functions); do
+		[ -e "/sys/bus/pci/drivers/plx_dma/$f" ] || echo "$f" >/sys/bus/pci/drivers/plx_dma/bind
+	done
+	dmatest_run "$@"
+	for f in $(plx_functions); do
+		echo "$f" >/sys/bus/pci/drivers/plx_dma/unbind
+	done
+	dmatest_release
 }

@@ -8,20 +8,20 @@ ITERS=${ITERS:-50000}
 BIG_ITERS=${BIG_ITERS:-500}
 DRV=/sys/bus/pci/drivers/rust_plx_dma
 
-functions() { for d in /sys/bus/pci/devices/*; do grep -q 0x87d0 "$d/device" && echo "${d##*/}"; done; }
 bound() { ls "$DRV" 2>/dev/null | grep -c : ; }
 
 # The C driver first: the yardstick, same dmatest, same boot.
-check "modprobe plx_dma" modprobe plx_dma
-dmatest_run c-plx_dma-16k "$ITERS" 16384 2
-dmatest_run c-plx_dma-1m "$BIG_ITERS" 1048576 2
+c_plx_dmatest c-plx_dma-16k "$ITERS" 16384 2
+c_plx_dmatest c-plx_dma-1m "$BIG_ITERS" 1048576 2
 check "rmmod plx_dma" rmmod plx_dma
 
 check "modprobe rust_plx_dma" modprobe rust_plx_dma
 check "rust_plx_dma bound both functions" test "$(bound)" -eq 2
 check "two channels in /sys/class/dma" test "$(ls /sys/class/dma | wc -l)" -eq 2
 dmatest_run rust_plx_dma-16k "$ITERS" 16384 2
+dmatest_release
 dmatest_run rust_plx_dma-1m "$BIG_ITERS" 1048576 2
+dmatest_release
 
 stats=$(cat /sys/kernel/debug/rust_plx_dma-*/stats 2>&1)
 printf '%s\n' "$stats" | sed 's/^/# stats: /'
@@ -54,13 +54,14 @@ check "stopping dmatest mid-run (terminate_all in flight) returns" dmatest_stop
 # Unbind with copies in flight, then bind again.
 dmatest_start
 sleep 3
-first=$(functions | head -n 1)
+first=$(plx_functions | head -n 1)
 check "unbind $first during dmatest" sh -c "echo $first > $DRV/unbind"
 check "one function left bound" test "$(bound)" -eq 1
 check "stopping dmatest after the unbind returns" dmatest_stop
 check "bind $first again" sh -c "echo $first > $DRV/bind"
 check "both functions bound again" test "$(bound)" -eq 2
 dmatest_run rust_plx_dma-rebound 2000 16384 2
+dmatest_release
 
 check "rmmod rust_plx_dma" rmmod rust_plx_dma
 finish

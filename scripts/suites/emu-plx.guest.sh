@@ -9,6 +9,6 @@ check "two PLX-model functions on the PCI bus" sh -c \
 check "modprobe plx_dma" modprobe plx_dma
 check "plx_dma bound both functions" sh -c '[ "$(ls /sys/bus/pci/drivers/plx_dma | grep -c :)" -eq 2 ]'
 check "two channels in /sys/class/dma" sh -c '[ "$(ls /sys/class/dma | wc -l)" -eq 2 ]'
-dmatest_run plx_dma 5000 16384 2
+c_plx_dmatest plx_dma 5000 16384 2
 check "rmmod plx_dma" rmmod plx_dma
 finish

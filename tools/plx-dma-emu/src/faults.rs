@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
+//! Fault injection plan of one channel.
+//!
+//! Faults are armed from the command line (`--fault CH:NAME[=N]`) or at run
+//! time from the control socket (`fault CH NAME [N]`). Counted faults fire
+//! once, on the Nth matching event after they were armed (N = 1 is the very
+//! next one), and then disarm themselves. `stall` stays in force until it is
+//! set to 0 or the plan is cleared.
+
+use std::fmt;
+
+/// One fault, as parsed from the command line or the control socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultSpec {
+    /// Fail the Nth descriptor's source read (RD_FAIL write-back).
+    FailRead(u64),
+    /// Fail the Nth descriptor's destination write (WR_FAIL write-back).
+    FailWrite(u64),
+    /// Treat the Nth descriptor as malformed (descriptor-invalid status).
+    InvalidDesc(u64),
+    /// Delay every descriptor by this many milliseconds (0 disables).
+    Stall(u64),
+    /// Suppress the Nth interrupt.
+    DropIrq(u64),
+    /// Send the Nth interrupt twice.
+    DupIrq(u64),
+    /// Close the client connection: now (0) or after the Nth descriptor.
+    Vanish(u64),
+    /// Disarm everything.
+    Clear,
+}
+
+/// Names accepted by [`FaultSpec::parse`], for help texts.
+pub const FAULT_NAMES: &str =
+    "fail-read N | fail-write N | invalid-desc N | stall MS | drop-irq N | dup-irq N | vanish [N] | clear";
+
+impl FaultSpec {
+    /// Parses a fault name and its optional value.
+    pub fn parse(name: &str, value: Option<&str>) -> Result<FaultSpec, String> {
+        let num = |what: &str| -> Result<u64, String> {
+            let v = value.ok_or_else(|| format!("{name} needs a value ({what})"))?;
+            v.parse::<u64>()
+                .map_err(|_| format!("{name}: '{v}' is not a number"))
+        };
+        let nth = || -> Result<u64, String> {
+            let n = num("N >= 1")?;
+            if n == 0 {
+                return Err(format!("{name}: N counts from 1 (the next event)"));
+            }
+            Ok(n)
+        };
+        let spec = match name {
+            "fail-read" => FaultSpec::FailRead(nth()?),
+            "fail-write" => FaultSpec::FailWrite(nth()?),
+            "invalid-desc" => FaultSpec::InvalidDesc(nth()?),
+            "stall" => FaultSpec::Stall(num("milliseconds")?),
+            "drop-irq" => FaultSpec::DropIrq(nth()?),
+            "dup-irq" => FaultSpec::DupIrq(nth()?),
+            "vanish" => match value {
+                None => FaultSpec::Vanish(0),
+                Some(_) => FaultSpec::Vanish(num("descriptors")?),
+            },
+            "clear" => FaultSpec::Clear,
+            _ => return Err(format!("unknown fault '{name}' (known: {FAULT_NAMES})")),
+        };
+        Ok(spec)
+    }
+
+    /// Parses the command-line form `CHANNEL:NAME[=VALUE]`.
+    pub fn parse_cli(s: &str) -> Result<(usize, FaultSpec), String> {
+        let (ch, rest) = s
+            .split_once(':')
+            .ok_or_else(|| format!("fault '{s}': expected CHANNEL:NAME[=VALUE]"))?;
+        let ch = ch
+            .parse::<usize>()
+            .map_err(|_| format!("fault '{s}': '{ch}' is not a channel number"))?;
+        let (name, value) = match rest.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (rest, None),
+        };
+        Ok((ch, FaultSpec::parse(name, value)?))
+    }
+}
+
+impl fmt::Display for FaultSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FaultSpec::FailRead(n) => write!(f, "fail-read {n}"),
+            FaultSpec::FailWrite(n) => write!(f, "fail-write {n}"),
+            FaultSpec::InvalidDesc(n) => write!(f, "invalid-desc {n}"),
+            FaultSpec::Stall(ms) => write!(f, "stall {ms}"),
+            FaultSpec::DropIrq(n) => write!(f, "drop-irq {n}"),
+            FaultSpec::DupIrq(n) => write!(f, "dup-irq {n}"),
+            FaultSpec::Vanish(0) => write!(f, "vanish"),
+            FaultSpec::Vanish(n) => write!(f, "vanish {n}"),
+            FaultSpec::Clear => write!(f, "clear"),
+        }
+    }
+}
+
+/// The armed faults of one channel.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    fail_read: Option<u64>,
+    fail_write: Option<u64>,
+    invalid_desc: Option<u64>,
+    stall_ms: u64,
+    drop_irq: Option<u64>,
+    dup_irq: Option<u64>,
+    vanish_after: Option<u64>,
+}
+
+/// Counts one event against a countdown; true when the fault fires.
+fn tick(slot: &mut Option<u64>) -> bool {
+    match slot {
+        Some(n) if *n <= 1 => {
+            *slot = None;
+            true
+        }
+        Some(n) => {
+            *n -= 1;
+            false
+        }
+        None => false,
+    }
+}
+
+impl Faults {
+    /// Arms a fault. `Vanish(0)` is not stored: the caller acts on it at once.
+    pub fn arm(&mut self, spec: FaultSpec) {
+        match spec {
+            FaultSpec::FailRead(n) => self.fail_read = Some(n),
+            FaultSpec::FailWrite(n) => self.fail_write = Some(n),
+            FaultSpec::InvalidDesc(n) => self.invalid_desc = Some(n),
+            FaultSpec::Stall(ms) => self.stall_ms = ms,
+            FaultSpec::DropIrq(n) => self.drop_irq = Some(n),
+            FaultSpec::DupIrq(n) => self.dup_irq = Some(n),
+            FaultSpec::Vanish(0) => {}
+            FaultSpec::Vanish(n) => self.vanish_after = Some(n),
+            FaultSpec::Clear => *self = Faults::default(),
+        }
+    }
+
+    /// A descriptor's source read is starting: should it fail?
+    pub fn take_fail_read(&mut self) -> bool {
+        tick(&mut self.fail_read)
+    }
+
+    /// A descriptor's destination write is starting: should it fail?
+    pub fn take_fail_write(&mut self) -> bool {
+        tick(&mut self.fail_write)
+    }
+
+    /// A VALID descriptor is about to execute: treat it as malformed?
+    pub fn take_invalid_desc(&mut self) -> bool {
+        tick(&mut self.invalid_desc)
+    }
+
+    /// An interrupt is about to be sent: drop it?
+    pub fn take_drop_irq(&mut self) -> bool {
+        tick(&mut self.drop_irq)
+    }
+
+    /// An interrupt is about to be sent: send it twice?
+    pub fn take_dup_irq(&mut self) -> bool {
+        tick(&mut self.dup_irq)
+    }
+
+    /// A descriptor completed: is it time to vanish?
+    pub fn take_vanish(&mut self) -> bool {
+        tick(&mut self.vanish_after)
+    }
+
+    /// Per-descriptor stall in milliseconds (0 = none).
+    pub fn stall_ms(&self) -> u64 {
+        self.stall_ms
+    }
+
+    /// The armed faults, one `name=value` per line-ready string; "none"
+    /// when nothing is armed.
+    pub fn describe(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        let mut push = |name: &str, slot: Option<u64>| {
+            if let Some(n) = slot {
+                v.push(format!("{name}={n}"));
+            }
+        };
+        push("fail-read", self.fail_read);
+        push("fail-write", self.fail_write);
+        push("invalid-desc", self.invalid_desc);
+        push("stall", (self.stall_ms != 0).then_some(self.stall_ms));
+        push("drop-irq", self.drop_irq);
+        push("dup-irq", self.dup_irq);
+        push("vanish", self.vanish_after);
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_forms() {
+        assert_eq!(
+            FaultSpec::parse("fail-read", Some("3")),
+            Ok(FaultSpec::FailRead(3))
+        );
+        assert_eq!(FaultSpec::parse("vanish", None), Ok(FaultSpec::Vanish(0)));
+        assert_eq!(
+            FaultSpec::parse("vanish", Some("5")),
+            Ok(FaultSpec::Vanish(5))
+        );
+        assert_eq!(
+            FaultSpec::parse("stall", Some("0")),
+            Ok(FaultSpec::Stall(0))
+        );
+        assert!(FaultSpec::parse("fail-read", Some("0")).is_err());
+        assert!(FaultSpec::parse("fail-read", None).is_err());
+        assert!(FaultSpec::parse("fail-read", Some("x")).is_err());
+        assert!(FaultSpec::parse("explode", None).is_err());
+        assert_eq!(
+            FaultSpec::parse_cli("1:dup-irq=2"),
+            Ok((1, FaultSpec::DupIrq(2)))
+        );
+        assert_eq!(
+            FaultSpec::parse_cli("0:vanish"),
+            Ok((0, FaultSpec::Vanish(0)))
+        );
+        assert!(FaultSpec::parse_cli("fail-read=1").is_err());
+        assert!(FaultSpec::parse_cli("a:fail-read=1").is_err());
+    }
+
+    #[test]
+    fn countdown_fires_once_on_nth() {
+        let mut f = Faults::default();
+        f.arm(FaultSpec::FailRead(3));
+        assert!(!f.take_fail_read());
+        assert!(!f.take_fail_read());
+        assert!(f.take_fail_read());
+        assert!(!f.take_fail_read());
+        assert!(f.describe().is_empty());
+    }
+
+    #[test]
+    fn stall_persists_and_clear_disarms() {
+        let mut f = Faults::default();
+        f.arm(FaultSpec::Stall(20));
+        f.arm(FaultSpec::DropIrq(1));
+        assert_eq!(f.stall_ms(), 20);
+        assert_eq!(f.describe(), vec!["stall=20", "drop-irq=1"]);
+        f.arm(FaultSpec::Clear);
+        assert_eq!(f, Faults::default());
+    }
+
+    #[test]
+    fn display_roundtrips() {
+        for s in [
+            FaultSpec::FailWrite(2),
+            FaultSpec::Vanish(0),
+            FaultSpec::Vanish(4),
+            FaultSpec::Stall(7),
+        ] {
+            let text = s.to_string();
+            let mut it = text.split_whitespace();
+            let name = it.next().unwrap();
+            assert_eq!(FaultSpec::parse(name, it.next()), Ok(s));
+        }
+    }
+}

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
+//! Run-time counters of one channel.
+//!
+//! Plain relaxed atomics: the counters are read by the control socket while
+//! the worker and the socket thread update them, and no decision depends on
+//! them, so no ordering is needed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+        /// Counters of one channel; see the spec page for their meaning.
+        #[derive(Debug, Default)]
+        pub struct Stats {
+            $($(#[$doc])* pub $name: AtomicU64,)*
+        }
+
+        impl Stats {
+            /// All counters as `(name, value)` pairs, in a stable order.
+            pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+                vec![$((stringify!($name), self.$name.load(Ordering::Relaxed)),)*]
+            }
+
+            /// Sets every counter to zero.
+            pub fn reset(&self) {
+                $(self.$name.store(0, Ordering::Relaxed);)*
+            }
+        }
+    };
+}
+
+counters! {
+    /// Descriptors completed with any status (written back or not).
+    descriptors,
+    /// Descriptors completed with SUCCESS.
+    desc_success,
+    /// Payload bytes transferred (sum of per-descriptor transferred counts).
+    bytes,
+    /// All error events: the five kinds below added up.
+    errors,
+    /// Descriptors that ended with RD_FAIL.
+    read_errors,
+    /// Descriptors that ended with WR_FAIL.
+    write_errors,
+    /// Malformed (or fault-injected invalid) descriptors.
+    invalid_descs,
+    /// Descriptor fetches that failed (engine stopped with ERROR).
+    fetch_errors,
+    /// Write-backs that failed (engine stopped with ERROR).
+    writeback_errors,
+    /// Interrupt signals delivered to the client (eventfd writes).
+    interrupts,
+    /// Interrupts suppressed by the drop-irq fault.
+    irqs_dropped,
+    /// Extra interrupts sent by the dup-irq fault.
+    irqs_duplicated,
+    /// Faults fired from the fault-injection plan.
+    faults_injected,
+    /// Descriptors delayed by the stall fault.
+    stalls,
+    /// DMA_READ/DMA_WRITE messages sent to the client.
+    dma_messages,
+    /// DMA messages the client answered with an error (guest IOMMU faults).
+    dma_client_errors,
+    /// Accesses that missed the DMA_MAP table on the mapped path.
+    mapped_misses,
+    /// BAR register reads.
+    reg_reads,
+    /// BAR register writes.
+    reg_writes,
+    /// Engine starts (START while stopped).
+    starts,
+    /// Completed graceful pauses.
+    pauses,
+    /// Completed aborts.
+    aborts,
+    /// Device resets (client DEVICE_RESET or disconnect).
+    resets,
+    /// Client connections accepted.
+    connections,
+}
+
+/// Adds `n` to a counter.
+pub fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Adds one to a counter.
+pub fn inc(c: &AtomicU64) {
+    add(c, 1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_and_reset() {
+        let s = Stats::default();
+        inc(&s.descriptors);
+        add(&s.bytes, 4096);
+        let snap = s.snapshot();
+        assert_eq!(snap[0], ("descriptors", 1));
+        assert!(snap.contains(&("bytes", 4096)));
+        s.reset();
+        assert!(s.snapshot().iter().all(|(_, v)| *v == 0));
+    }
+}
