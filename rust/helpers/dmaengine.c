@@ -14,6 +14,7 @@
 #include <linux/device.h>
 #include <linux/dma-mapping.h>
 #include <linux/dmaengine.h>
+#include <linux/rcupdate.h>
 #include <linux/slab.h>
 
 #include "dmaengine.h"		/* this glue's own prototypes */
@@ -45,6 +46,7 @@ struct rust_dma_chan {
 
 struct rust_dma_device {
 	struct dma_device dma;
+	struct rcu_head rcu;
 	const struct rust_dma_ops *ops;
 	void *ctx;
 	unsigned int nr_chans;
@@ -133,7 +135,15 @@ static void rdma_release(struct dma_device *dma)
 
 	rdev->ops->release(rdev->ctx);
 	put_device(dma->dev);
-	kfree(rdev);
+	/*
+	 * The core calls this from dma_release_channel() -> dma_chan_put() when
+	 * the last client lets go after the device was unregistered, and then
+	 * still touches the channel (chan->slave, the debugfs client name)
+	 * before it returns.  The channels live in @rdev, so free it only after
+	 * a grace period; kfree_rcu() needs no code of this module, which may
+	 * be unloaded by then.
+	 */
+	kfree_rcu(rdev, rcu);
 }
 
 /* Provider side. */
@@ -325,6 +335,15 @@ dma_cookie_t rust_dma_client_submit(struct dma_async_tx_descriptor *txd,
 void rust_dma_client_issue_pending(struct dma_chan *chan)
 {
 	dma_async_issue_pending(chan);
+}
+
+/*
+ * Asks the driver for @cookie's status, which makes it reap what the engine
+ * finished (and run those callbacks).  Returns whether @cookie is complete.
+ */
+bool rust_dma_client_tx_complete(struct dma_chan *chan, dma_cookie_t cookie)
+{
+	return dma_async_is_tx_complete(chan, cookie, NULL, NULL) == DMA_COMPLETE;
 }
 
 int rust_dma_client_terminate_sync(struct dma_chan *chan)

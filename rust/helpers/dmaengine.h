@@ -36,6 +36,7 @@ struct dma_async_tx_descriptor *rust_dma_client_prep_memcpy(struct dma_chan *cha
 dma_cookie_t rust_dma_client_submit(struct dma_async_tx_descriptor *txd,
                                     rust_dma_done_fn done, void *ctx);
 void rust_dma_client_issue_pending(struct dma_chan *chan);
+bool rust_dma_client_tx_complete(struct dma_chan *chan, dma_cookie_t cookie);
 int rust_dma_client_terminate_sync(struct dma_chan *chan);
 void *rust_dma_buf_alloc(struct device *dev, size_t size, dma_addr_t *dma);
 void rust_dma_buf_free(struct device *dev, void *buf, size_t size,

@@ -6,16 +6,20 @@
 # Runs dmatest (verification on) with one thread on every memcpy channel,
 # waits for it, keeps its summary lines as TAP diagnostics and adds test
 # points: the expected channels ran, every copy was made, none failed.
-# dmatest keeps its channels until `dmatest_release`.
+# dmatest keeps its channels until `dmatest_release`.  The summary lines,
+# each tagged with its channel's driver, are also kept in
+# /tmp/dmatest-LABEL.txt.
 #
-#   c_plx_dmatest LABEL ITERATIONS BUF_SIZE [EXPECTED_CHANNELS]
-#
-# The same on the upstream C plx_dma, bound afresh to every PLX function
-# and unbound before dmatest lets go of the channels.  That order matters:
-# plx_dma_free_chan_resources() calls pci_irq_vector(), which may sleep,
-# under rcu_read_lock() while the device is bound, and the debug kernel
-# reports it ("sleeping function called from invalid context").  Once the
-# device is unbound the C driver skips that call.
+# The upstream C plx_dma cannot give a channel back on the debug kernel
+# without a splat, whichever way it is done:
+#  - released while bound, plx_dma_free_chan_resources() calls
+#    pci_irq_vector(), which takes a mutex, under rcu_read_lock()
+#    ("BUG: sleeping function called from invalid context");
+#  - unbound while a client holds the channel, the final
+#    dma_release_channel() touches the channel plx_dma_release() already
+#    freed (KASAN: slab-use-after-free in dma_release_channel).
+# So a boot runs dmatest on plx_dma once, last, and ends with the channels
+# still held.  rust_plx_dma has neither problem and is torn down every way.
 
 DMATEST=/sys/module/dmatest/parameters
 
@@ -36,7 +40,10 @@ dmatest_run() {
 	echo 1 >$DMATEST/run
 	cat $DMATEST/wait >/dev/null
 	summary=$(dmesg | sed -n "/$mark/,\$p" | grep 'dmatest: .*summary' | sed 's/^\[[^]]*\] //')
-	printf '%s\n' "$summary" | sed "s/^/# $label: /"
+	printf '%s\n' "$summary" | while read -r line; do
+		chan=$(echo "$line" | sed -n 's/.*dmatest: \(dma[0-9]*chan[0-9]*\)-.*/\1/p')
+		echo "# $label: [$(chan_driver "$chan")] $line"
+	done | tee "/tmp/dmatest-$label.txt"
 	chans=$(printf '%s\n' "$summary" | grep -c summary)
 	tests=$(printf '%s\n' "$summary" | sed -n 's/.*summary \([0-9]*\) tests.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
 	fails=$(printf '%s\n' "$summary" | sed -n 's/.* \([0-9]*\) failures.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
@@ -55,14 +62,7 @@ plx_functions() {
 	done
 }
 
-c_plx_dmatest() {
-	modprobe plx_dma
-	for f in $(plx_functions); do
-		[ -e "/sys/bus/pci/drivers/plx_dma/$f" ] || echo "$f" >/sys/bus/pci/drivers/plx_dma/bind
-	done
-	dmatest_run "$@"
-	for f in $(plx_functions); do
-		echo "$f" >/sys/bus/pci/drivers/plx_dma/unbind
-	done
-	dmatest_release
+# The driver bound to DMA channel $1 (e.g. dma0chan0).
+chan_driver() {
+	basename "$(readlink "/sys/class/dma/$1/device/driver" 2>/dev/null)"
 }

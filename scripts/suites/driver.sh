@@ -6,7 +6,7 @@
 emu=$("$REPO/scripts/emu-build.sh")
 rc=0
 "$REPO/scripts/guest-run.sh" -n driver -t 3600 \
-	-d "emu*2=exec $emu \$(printf -- '--socket %s ' \$SOCKETS)" \
+	-d "emu*4=exec $emu \$(printf -- '--socket %s ' \$SOCKETS)" \
 	-a "$REPO/scripts/guest/dmatest.sh:/guest/dmatest.sh" \
 	"$REPO/scripts/suites/driver.guest.sh" || rc=$?
 grep -E '^(ok|not ok|#)' "$REPO/build/results/driver.guest.tap" || true

@@ -89,6 +89,7 @@ mod ffi {
             ctx: *mut c_void,
         ) -> i32;
         pub(super) fn rust_dma_client_issue_pending(chan: *mut c_void);
+        pub(super) fn rust_dma_client_tx_complete(chan: *mut c_void, cookie: i32) -> bool;
         pub(super) fn rust_dma_client_terminate_sync(chan: *mut c_void) -> c_int;
 
         pub(super) fn rust_dma_buf_alloc(

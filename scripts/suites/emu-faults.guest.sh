@@ -1,0 +1,217 @@
+# SPDX-License-Identifier: GPL-2.0
+# Guest half of suite "emu-faults": rust_plx_dma drives three emulated
+# channels whose faults were armed when the emulator started (see
+# emu-faults.sh); the test-only client plx_fault_client makes numbered copies
+# through one channel per load and prints one line per copy, which this
+# script holds against the device's documented behaviour.
+#
+# Counted faults count events of their channel since the emulator started,
+# and nothing but these copies runs on a channel, so each count lands on a
+# known copy:
+#
+#   dma0 (emulator ch0)  fail-read=5 fail-write=6, 8 copies:
+#     1 ok, 2 source unmapped, 3 destination unmapped, 4 ok,
+#     5 injected fail-read (5th descriptor reaching its data phase), 6 ok,
+#     7 injected fail-write (6th descriptor whose read was not failed by
+#       injection: 1-4 and 6 came before it), 8 ok.
+#   dma1 (ch1)  invalid-desc=2 dup-irq=4 drop-irq=6, 7 copies, one
+#     interrupt each: 1 ok, 2 invalid, 3 ok, 4 interrupt sent twice, 5 ok,
+#     6 interrupt dropped, 7 ok.
+#   dma2 (ch2)  stall=$STALL_MS on every descriptor: one copy that gives up
+#     before the stall ends, then two that wait it out.
+. /guest/lib.sh
+. /guest/params.sh # STALL_MS BAD_IOVA
+
+SIZE=16384
+# dma1's wait per copy: a copy whose interrupt is dropped takes this long.
+IRQ_TIMEOUT_MS=3000
+DRV=/sys/bus/pci/drivers/rust_plx_dma
+
+plx_functions() {
+	for d in /sys/bus/pci/devices/*; do
+		grep -q 0x87d0 "$d/device" && echo "${d##*/}"
+	done
+}
+# The PCI function under DMA channel dma$1chan0.
+pci_of() { basename "$(readlink "/sys/class/dma/dma$1chan0/device")"; }
+# A counter of the debugfs stats of function $1.
+stat_of() { sed -n "s/^$2: //p" "/sys/kernel/debug/rust_plx_dma-$1/stats"; }
+
+# client LABEL PARAM...: loads plx_fault_client once with PARAMs and unloads
+# it; its lines, without the prefix, are left in $OUT and kept as TAP
+# diagnostics.
+client() {
+	label=$1
+	shift
+	mark="emu-faults-$label-$(date +%s)"
+	echo "$mark" >/dev/kmsg
+	loaded=0
+	modprobe plx_fault_client "$@" || loaded=$?
+	rmmod plx_fault_client 2>/dev/null
+	OUT=$(dmesg | sed -n "/$mark/,\$p" | sed -n 's/^\[[^]]*\] plx_fault_client: //p')
+	printf '%s\n' "$OUT" | sed "s/^/# $label: /"
+	check "$label: plx_fault_client $* ran" test "$loaded" -eq 0
+}
+
+# copy_has LABEL N KEY=VALUE...: copy N's line carries every KEY=VALUE.
+copy_has() {
+	label=$1 n=$2
+	shift 2
+	line=$(printf '%s\n' "$OUT" | grep "^copy=$n ")
+	for kv in "$@"; do
+		case " $line " in
+		*" $kv "*) ;;
+		*)
+			not_ok "$label: copy $n: $*"
+			echo "# got: ${line:-no line for copy $n}"
+			return
+			;;
+		esac
+	done
+	ok "$label: copy $n: $*"
+}
+
+# ms_of N: how long copy N took, in ms.
+ms_of() { printf '%s\n' "$OUT" | sed -n "s/^copy=$1 .* ms=\([0-9]*\) .*/\1/p"; }
+
+# copy_ms LABEL N OP MS WHY: copy N took OP (-ge, -lt) MS milliseconds.
+copy_ms() {
+	ms=$(ms_of "$2")
+	check "$1: copy $2 took ${ms:-?} ms, $3 $4 ($5)" test "${ms:--1}" "$3" "$4"
+}
+
+# summary_is LABEL TEXT: the client's summary line ends with TEXT.
+summary_is() {
+	line=$(printf '%s\n' "$OUT" | grep '^done ')
+	case "$line" in
+	*" $2") ok "$1: summary $2" ;;
+	*)
+		not_ok "$1: summary $2"
+		echo "# got: ${line:-no summary line}"
+		;;
+	esac
+}
+
+# stats_are LABEL FUNCTION KEY=VALUE...: the driver's debugfs counters.
+stats_are() {
+	label=$1 f=$2
+	shift 2
+	got=
+	bad=0
+	for kv in "$@"; do
+		v=$(stat_of "$f" "${kv%%=*}")
+		got="$got ${kv%%=*}=$v"
+		[ "$v" = "${kv#*=}" ] || bad=1
+	done
+	if [ "$bad" -eq 0 ]; then
+		ok "$label: rust_plx_dma counters$got"
+	else
+		not_ok "$label: rust_plx_dma counters $*"
+		echo "# got:$got"
+	fi
+}
+
+# dmar_faults KIND FUNCTION ADDR: DMAR fault reports of KIND (Read, Write)
+# for FUNCTION at ADDR since boot.  The report comes from the IOMMU's fault
+# interrupt, independently of the copy's completion: give it a few seconds.
+dmar_faults() {
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		n=$(dmesg | grep -c "DMAR: \[DMA $1 [^]]*\] Request device \[$2\] fault addr $3 " || true)
+		[ "$n" -gt 0 ] && break
+		sleep 0.5
+	done
+	echo "$n"
+}
+
+check "three PLX-model functions on the PCI bus" test "$(plx_functions | wc -l)" -eq 3
+check "modprobe rust_plx_dma" modprobe rust_plx_dma
+check "rust_plx_dma bound all three" test "$(ls $DRV | grep -c :)" -eq 3
+F0=$(pci_of 0) F1=$(pci_of 1) F2=$(pci_of 2)
+echo "# dma0chan0=$F0 dma1chan0=$F1 dma2chan0=$F2"
+# The emulator's channels are QEMU's devices in the order given, so in bus
+# order; the driver probes, and numbers the DMA devices, in bus order too.
+check "dma0..dma2 are the emulator's channels 0..2 (bus order)" \
+	test "$F0 $F1 $F2" = "$(plx_functions | sort | tr '\n' ' ' | sed 's/ $//')"
+
+# --- dma0: unmapped IOVAs, injected fail-read and fail-write -------------
+client dma0 chan=0 copies=8 size=$SIZE bad_src=2 bad_dst=3 bad_iova="$BAD_IOVA"
+copy_has dma0 1 result=NoError residue=0 data=verified
+copy_has dma0 2 src=bad result=ReadFailed residue=$SIZE data=untouched
+copy_has dma0 3 dst=bad result=WriteFailed residue=$SIZE
+copy_has dma0 4 result=NoError residue=0 data=verified
+copy_has dma0 5 src=buf result=ReadFailed residue=$SIZE data=untouched
+copy_has dma0 6 result=NoError residue=0 data=verified
+copy_has dma0 7 dst=buf result=WriteFailed residue=$SIZE data=untouched
+copy_has dma0 8 result=NoError residue=0 data=verified
+summary_is dma0 "NoError=4 ReadFailed=2 WriteFailed=2 Aborted=0 errors=0 bad_data=0"
+dmesg | grep 'DMAR: \[DMA' | sed 's/^/# /'
+rd=$(dmar_faults Read "$F0" "$BAD_IOVA")
+wr=$(dmar_faults Write "$F0" "$BAD_IOVA")
+all=$(dmesg | grep -c 'DMAR: \[DMA .* fault addr ' || true)
+check "dma0: the unmapped source gave one DMAR read fault at $BAD_IOVA (saw $rd)" test "$rd" -eq 1
+check "dma0: the unmapped destination gave one DMAR write fault at $BAD_IOVA (saw $wr)" test "$wr" -eq 1
+check "dma0: no other DMAR fault (injected faults never reach the IOMMU; saw $all in all)" test "$all" -eq 2
+# Every failed descriptor raised INTR_STATUS.ERROR, and the driver recovered
+# each time (pause, complete, reprogram): the next copy worked.
+stats_are dma0 "$F0" submitted=8 completed=4 failed=4 recoveries=4 ring_occupancy=0
+
+# --- dma1: invalid-desc, dup-irq, drop-irq ------------------------------
+client dma1 chan=1 copies=7 size=$SIZE timeout_ms=$IRQ_TIMEOUT_MS
+copy_has dma1 1 result=NoError residue=0 data=verified
+# An invalid descriptor is written back without a status bit: the driver
+# reports it aborted, nothing copied.
+copy_has dma1 2 result=Aborted residue=$SIZE data=untouched
+copy_has dma1 3 result=NoError residue=0 data=verified
+copy_has dma1 4 result=NoError residue=0 data=verified
+copy_has dma1 5 result=NoError residue=0 data=verified
+# The dropped interrupt: the copy is done, but no one hears of it until the
+# client's wait runs out and it polls the status, which reaps it.
+copy_has dma1 6 result=NoError residue=0 data=verified
+copy_ms dma1 6 -ge $IRQ_TIMEOUT_MS "its interrupt was dropped: found by polling"
+polled=$(dmesg | grep -c "rust_plx_dma $F1: dma1chan0: copy done after $IRQ_TIMEOUT_MS ms without a completion interrupt" || true)
+check "dma1: one copy reaped by polling (saw $polled)" test "$polled" -eq 1
+copy_has dma1 7 result=NoError residue=0 data=verified
+for n in 1 2 3 4 5 7; do
+	copy_ms dma1 $n -lt $IRQ_TIMEOUT_MS "completed by its interrupt"
+done
+summary_is dma1 "NoError=6 ReadFailed=0 WriteFailed=0 Aborted=1 errors=0 bad_data=0"
+# Seven descriptors, one interrupt each: the dropped one is never seen and
+# the duplicate finds INTR_STATUS clear, so six are acknowledged; one
+# completion per copy, nothing to recover.
+stats_are dma1 "$F1" submitted=7 completed=6 failed=1 interrupts=6 recoveries=0 ring_occupancy=0
+grep rust_plx_dma /proc/interrupts | sed 's/  */ /g; s/^/# /'
+
+# --- dma2: stall ---------------------------------------------------------
+# A wait shorter than the stall: the client times out and terminates the
+# channel, which pauses the engine before the copy starts.
+short=$((STALL_MS / 5))
+client dma2-timeout chan=2 copies=1 size=$SIZE timeout_ms=$short
+copy_has dma2-timeout 1 error=ETIMEDOUT data=untouched
+copy_ms dma2-timeout 1 -ge $short "the client waited its full timeout"
+# The same channel again, waiting long enough: each copy is held up by the
+# stall and then succeeds.
+client dma2 chan=2 copies=2 size=$SIZE timeout_ms=$((STALL_MS * 4))
+copy_has dma2 1 result=NoError residue=0 data=verified
+copy_has dma2 2 result=NoError residue=0 data=verified
+copy_ms dma2 1 -ge "$STALL_MS" "stalled"
+copy_ms dma2 2 -ge "$STALL_MS" "stalled"
+summary_is dma2 "NoError=2 ReadFailed=0 WriteFailed=0 Aborted=0 errors=0 bad_data=0"
+# The terminated copy counts as failed (aborted); terminate is no recovery.
+stats_are dma2 "$F2" submitted=3 completed=2 failed=1 recoveries=0 ring_occupancy=0
+
+for f in $F0 $F1 $F2; do
+	sed "s/^/# $f: /" "/sys/kernel/debug/rust_plx_dma-$f/stats"
+done
+# refused PARAM MESSAGE: loading with PARAM fails with EINVAL and MESSAGE.
+refused() {
+	err=$(modprobe plx_fault_client "$1" 2>&1) && rmmod plx_fault_client
+	echo "$err" | grep -q 'Invalid argument' &&
+		dmesg | grep -q "plx_fault_client: $2"
+}
+check "plx_fault_client refuses copies=0 (EINVAL, message)" refused copies=0 "copies=0 is invalid"
+check "plx_fault_client refuses bad_src beyond copies (EINVAL, message)" \
+	refused bad_src=2 "bad_src=2 bad_dst=0 are invalid"
+check "plx_fault_client refuses an unaligned bad_iova (EINVAL, message)" \
+	refused bad_iova=0xdead0001 "bad_iova=0xdead0001 is invalid"
+check "rmmod rust_plx_dma" rmmod rust_plx_dma
+finish
