@@ -3,31 +3,19 @@
 # rust_plx_dma on the same emulated channels in one boot, and engine copies
 # against CPU copies through the Rust client.  Emits "BENCH ..." lines.
 . /guest/lib.sh
+. /guest/dmatest.sh
 
 REPS=${REPS:-3}
 SIZES="4096 65536 1048576"
-P=/sys/module/dmatest/parameters
 
 iters_for() { case $1 in 4096) echo 4000 ;; 65536) echo 2000 ;; *) echo 300 ;; esac; }
 
 dmatest_bench() {
 	drv=$1 size=$2 rep=$3
-	modprobe dmatest
-	echo 0 >$P/run 2>/dev/null
-	echo 10000 >$P/timeout
-	echo "$(iters_for "$size")" >$P/iterations
-	echo "$size" >$P/test_buf_size
-	echo 1 >$P/threads_per_chan
-	echo 1 >$P/noverify
-	echo 1 >$P/norandom
-	echo "" >$P/channel
-	mark="bench-$drv-$size-$rep-$(date +%s)"
-	echo "$mark" >/dev/kmsg
-	echo 1 >$P/run
-	cat $P/wait >/dev/null
-	dmesg | sed -n "/$mark/,\$p" | grep 'dmatest: .*summary' |
+	dmatest_start "$(iters_for "$size")" "$size" 0 0
+	dmatest_summaries |
 		sed -n 's/.*dmatest: \([^:]*\): summary \([0-9]*\) tests, \([0-9]*\) failures \([0-9.]*\) iops \([0-9]*\) KB\/s.*/BENCH dmatest '"$drv $size $rep"' \1 \2 \3 \4 \5/p'
-	rmmod dmatest
+	dmatest_release
 }
 
 for rep in $(seq "$REPS"); do

@@ -11,11 +11,8 @@
 need_root bench
 out=$REPO/build/bench
 mkdir -p "$out"
-emu=$("$REPO/scripts/emu-build.sh")
 rc=0
-"$REPO/scripts/guest-run.sh" -n bench-perf -k bench -t 3600 \
-	-d "emu*2=exec $emu \$(printf -- '--socket %s ' \$SOCKETS)" \
-	"$REPO/scripts/bench.guest.sh" >&2 || rc=$?
+run_emulated_guest bench-perf 2 3600 "$REPO/scripts/bench.guest.sh" -k bench >&2 || rc=$?
 [ "$rc" -eq 0 ] || die "the benchmark guest failed (status $rc); see build/results/bench-perf.console"
 cp "$REPO/build/results/bench-perf.guest.tap" "$out/raw.txt"
 python3 "$REPO/scripts/bench-report.py" "$out/raw.txt" "$out" | tee "$out/table.txt"

@@ -81,3 +81,21 @@ kill_tree() {
 	for child in $(pgrep -P "$pid" 2>/dev/null); do kill_tree "$sig" "$child"; done
 	kill "-$sig" "$pid" 2>/dev/null || true
 }
+
+# run_emulated_guest NAME CHANNELS TIMEOUT GUEST_SCRIPT [guest-run options]
+# Boots the guest NAME with one emulator process serving CHANNELS PLX
+# functions (extra emulator arguments in $EMU_ARGS) and the guest dmatest
+# helpers; returns guest-run.sh's status.
+run_emulated_guest() {
+	local name=$1 n=$2 timeout=$3 script=$4 emu
+	shift 4
+	emu=$("$REPO/scripts/emu-build.sh") || return 1
+	"$REPO/scripts/guest-run.sh" -n "$name" -t "$timeout" \
+		-d "emu*$n=exec $emu \$(printf -- '--socket %s ' \$SOCKETS) ${EMU_ARGS:-}" \
+		-a "$REPO/scripts/guest/dmatest.sh:/guest/dmatest.sh" "$@" "$script"
+}
+
+# guest_points NAME: the TAP lines a guest run reported.
+guest_points() {
+	grep -E '^(ok|not ok|#)' "$REPO/build/results/$1.guest.tap" 2>/dev/null || true
+}

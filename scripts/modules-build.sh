@@ -25,7 +25,10 @@ test | bench)
 	kdir=$("$REPO/scripts/kernel-build.sh" "$target")
 	out=${MODULES_OUT:-$REPO/build/modules/$target}
 	mkdir -p "$out"
-	in_root make -s -C "$kdir" M="$REPO" MO="$out" LLVM=1 "${werror[@]}" "$@" modules >&2
+	in_root make -s -C "$kdir" M="$REPO" MO="$out" LLVM=1 "${werror[@]}" "$@" modules 2>&1 |
+		tee "$out/build.log" >&2
+	# Warnings from tools past the compilers (objtool, modpost) fail too.
+	! grep -q 'warning:' "$out/build.log" || die "the module build printed warnings (see above)"
 	;;
 *)
 	kdir=$(cd "$target" 2>/dev/null && pwd) || die "KDIR $target does not exist"

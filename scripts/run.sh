@@ -8,12 +8,8 @@
 
 need_root run
 t0=$(date +%s)
-emu=$("$REPO/scripts/emu-build.sh")
 rc=0
-"$REPO/scripts/guest-run.sh" -n run -t 900 \
-	-d "emu*2=exec $emu \$(printf -- '--socket %s ' \$SOCKETS)" \
-	-a "$REPO/scripts/guest/dmatest.sh:/guest/dmatest.sh" \
-	"$REPO/scripts/guest/demo.sh" >&2 || rc=$?
+run_emulated_guest run 2 900 "$REPO/scripts/guest/demo.sh" >&2 || rc=$?
 echo
 echo "rust-plx-dma demo (console: build/results/run.console)"
 grep -vE '^(ok|not ok) ' "$REPO/build/results/run.guest.tap" || true

@@ -23,23 +23,37 @@
 
 DMATEST=/sys/module/dmatest/parameters
 
-dmatest_run() {
-	label=$1 iters=$2 bufsize=$3 want=${4:-1}
-	modprobe dmatest || { not_ok "$label: modprobe dmatest"; return; }
+# dmatest_start ITERATIONS BUF_SIZE [VERIFY] [RANDOM]: configures dmatest
+# (one thread per memcpy channel; verification and random lengths and
+# offsets unless VERIFY or RANDOM is 0), starts it and leaves in $mark the
+# kernel-log line that precedes its output.
+dmatest_start() {
+	modprobe dmatest || return 1
 	echo 0 >$DMATEST/run 2>/dev/null
 	echo 5000 >$DMATEST/timeout
-	echo "$iters" >$DMATEST/iterations
-	echo "$bufsize" >$DMATEST/test_buf_size
+	echo "$1" >$DMATEST/iterations
+	echo "$2" >$DMATEST/test_buf_size
 	echo 1 >$DMATEST/threads_per_chan
-	echo 0 >$DMATEST/noverify
-	echo 0 >$DMATEST/norandom
+	echo $((1 - ${3:-1})) >$DMATEST/noverify
+	echo $((1 - ${4:-1})) >$DMATEST/norandom
 	echo 0 >$DMATEST/max_channels
 	echo "" >$DMATEST/channel
-	mark="dmatest-$label-$(date +%s)"
+	mark="dmatest-$$-$(date +%s)-$RANDOM"
 	echo "$mark" >/dev/kmsg
 	echo 1 >$DMATEST/run
+}
+
+# dmatest_summaries: waits for the run started last and prints its summary
+# lines.
+dmatest_summaries() {
 	cat $DMATEST/wait >/dev/null
-	summary=$(dmesg | sed -n "/$mark/,\$p" | grep 'dmatest: .*summary' | sed 's/^\[[^]]*\] //')
+	dmesg | sed -n "/$mark/,\$p" | grep 'dmatest: .*summary' | sed 's/^\[[^]]*\] //'
+}
+
+dmatest_run() {
+	label=$1 iters=$2 bufsize=$3 want=${4:-1}
+	dmatest_start "$iters" "$bufsize" || { not_ok "$label: modprobe dmatest"; return; }
+	summary=$(dmatest_summaries)
 	printf '%s\n' "$summary" | while read -r line; do
 		chan=$(echo "$line" | sed -n 's/.*dmatest: \(dma[0-9]*chan[0-9]*\)-.*/\1/p')
 		echo "# $label: [$(chan_driver "$chan")] $line"

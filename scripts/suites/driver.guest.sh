@@ -39,19 +39,11 @@ check "samples/rust client refuses size=0" sh -c '! modprobe rust_dma_memcpy siz
 
 # terminate_all with copies in flight: stopping dmatest terminates its
 # channels while copies are queued.
-dmatest_start() {
-	modprobe dmatest
-	echo 5000 >$DMATEST/timeout
-	echo 1000000 >$DMATEST/iterations
-	echo 65536 >$DMATEST/test_buf_size
-	echo "" >$DMATEST/channel
-	echo 1 >$DMATEST/run
-}
 dmatest_stop() {
 	echo 0 >$DMATEST/run
 	rmmod dmatest
 }
-dmatest_start
+dmatest_start 1000000 65536
 sleep 3
 check "rmmod rust_plx_dma while dmatest holds the channels is refused" sh -c '! rmmod rust_plx_dma'
 check "stopping dmatest mid-run (terminate_all in flight) returns" dmatest_stop

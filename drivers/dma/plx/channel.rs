@@ -139,12 +139,16 @@ pub(crate) struct PlxChannel {
 }
 
 impl PlxChannel {
-    /// Creates the channel of a bound function with a ring of `size` slots.
+    /// Creates the channel of a bound function with a ring of `size` slots,
+    /// a power of two.
     pub(crate) fn new(
         dev: &Device<Bound>,
         bar: DevresBar<BAR0_SIZE>,
         size: u32,
     ) -> Result<Arc<Self>> {
+        if !size.is_power_of_two() {
+            return Err(EINVAL);
+        }
         let n = size as usize;
         let mem = Coherent::<HwDesc>::zeroed_slice(dev, n, GFP_KERNEL)?;
         let ring_dma = mem.dma_address();
@@ -192,6 +196,13 @@ impl PlxChannel {
     /// Ring size in descriptors.
     pub(crate) fn size(&self) -> u32 {
         self.size
+    }
+
+    /// The ring slot of free-running index `index`. The ring size is a
+    /// power of two (the module parameter is validated), so a mask does it
+    /// without a division.
+    fn slot(&self, index: u32) -> usize {
+        (index & self.size.wrapping_sub(1)) as usize
     }
 
     /// Points the engine at the start of the ring, idle.
@@ -290,7 +301,7 @@ impl PlxChannel {
         };
         let mut n = 0;
         while n < BATCH && st.in_flight() != 0 {
-            let slot = (st.tail % self.size) as usize;
+            let slot = self.slot(st.tail);
             let Ok(word) = read_flags(&ring, slot) else {
                 break;
             };
@@ -488,7 +499,7 @@ impl ChannelOps for PlxChannel {
             Some(Err(e)) => return Cookie::error(e),
             None => return Cookie::error(ENODEV),
         };
-        let slot = (st.head % self.size) as usize;
+        let slot = self.slot(st.head);
         st.descs[index].cookie = cookie.raw();
         let d = st.descs[index];
         let hw = HwDesc::copy(d.dst, d.src, d.len, d.interrupt);
@@ -516,15 +527,11 @@ impl ChannelOps for PlxChannel {
     fn poll(&self, cookie: Cookie) -> u32 {
         self.drain(Drain::Finished);
         let st = self.state.lock();
-        let mut t = st.tail;
-        while t != st.head {
-            let d = st.descs[st.slot_desc[(t % self.size) as usize]];
-            if d.cookie == cookie.raw() {
-                return d.len;
-            }
-            t = t.wrapping_add(1);
-        }
-        0
+        (0..st.in_flight())
+            .map(|i| self.slot(st.tail.wrapping_add(i)))
+            .filter_map(|slot| st.slot_desc.get(slot).and_then(|&id| st.descs.get(id)))
+            .find(|d| d.cookie == cookie.raw())
+            .map_or(0, |d| d.len)
     }
 
     fn terminate_all(&self) -> Result {
