@@ -151,9 +151,10 @@ all=$(dmesg | grep -c 'DMAR: \[DMA .* fault addr ' || true)
 check "dma0: the unmapped source gave one DMAR read fault at $BAD_IOVA (saw $rd)" test "$rd" -eq 1
 check "dma0: the unmapped destination gave one DMAR write fault at $BAD_IOVA (saw $wr)" test "$wr" -eq 1
 check "dma0: no other DMAR fault (injected faults never reach the IOMMU; saw $all in all)" test "$all" -eq 2
-# Every failed descriptor raised INTR_STATUS.ERROR, and the driver recovered
-# each time (pause, complete, reprogram): the next copy worked.
-stats_are dma0 "$F0" submitted=8 completed=4 failed=4 recoveries=4 ring_occupancy=0
+# One interrupt per copy; every failed descriptor raised INTR_STATUS.ERROR
+# with it, and the driver recovered each time (pause, complete, reprogram):
+# the next copy worked.
+stats_are dma0 "$F0" submitted=8 completed=4 failed=4 interrupts=8 recoveries=4 ring_occupancy=0
 
 # --- dma1: invalid-desc, dup-irq, drop-irq ------------------------------
 client dma1 chan=1 copies=7 size=$SIZE timeout_ms=$IRQ_TIMEOUT_MS
@@ -197,7 +198,7 @@ copy_ms dma2 1 -ge "$STALL_MS" "stalled"
 copy_ms dma2 2 -ge "$STALL_MS" "stalled"
 summary_is dma2 "NoError=2 ReadFailed=0 WriteFailed=0 Aborted=0 errors=0 bad_data=0"
 # The terminated copy counts as failed (aborted); terminate is no recovery.
-stats_are dma2 "$F2" submitted=3 completed=2 failed=1 recoveries=0 ring_occupancy=0
+stats_are dma2 "$F2" submitted=3 completed=2 failed=1 interrupts=2 recoveries=0 ring_occupancy=0
 
 for f in $F0 $F1 $F2; do
 	sed "s/^/# $f: /" "/sys/kernel/debug/rust_plx_dma-$f/stats"

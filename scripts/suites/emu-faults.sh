@@ -16,16 +16,13 @@ printf 'STALL_MS=%s\nBAD_IOVA=%s\n' "$STALL_MS" "$BAD_IOVA" >"$params"
 # unmapped IOVAs and the injected data faults, channel 1 the interrupt faults
 # and invalid-desc, channel 2 a stall on every descriptor.  Which copy each
 # count lands on is worked out in emu-faults.guest.sh.
-faults="--fault 0:fail-read=5 --fault 0:fail-write=6"
-faults+=" --fault 1:invalid-desc=2 --fault 1:dup-irq=4 --fault 1:drop-irq=6"
-faults+=" --fault 2:stall=$STALL_MS"
-emu=$("$REPO/scripts/emu-build.sh")
+EMU_ARGS="--fault 0:fail-read=5 --fault 0:fail-write=6"
+EMU_ARGS+=" --fault 1:invalid-desc=2 --fault 1:dup-irq=4 --fault 1:drop-irq=6"
+EMU_ARGS+=" --fault 2:stall=$STALL_MS"
 rc=0
-"$REPO/scripts/guest-run.sh" -n emu-faults -t 900 \
-	-d "emu*3=exec $emu \$(printf -- '--socket %s ' \$SOCKETS) $faults" \
-	-a "$params:/guest/params.sh" \
-	"$REPO/scripts/suites/emu-faults.guest.sh" || rc=$?
-grep -E '^(ok|not ok|#)' "$results/emu-faults.guest.tap" || true
+run_emulated_guest emu-faults 3 900 "$REPO/scripts/suites/emu-faults.guest.sh" \
+	-a "$params:/guest/params.sh" || rc=$?
+guest_points emu-faults
 check "emu-faults guest ran to the end with status 0, no splat" test "$rc" -eq 0
 
 # The emulator's side: each fault fired exactly once, on its own channel.

@@ -205,14 +205,16 @@ impl PlxChannel {
         (index & self.size.wrapping_sub(1)) as usize
     }
 
-    /// Points the engine at the start of the ring, idle.
+    /// Points the engine, idle, at the ring slot of `tail`.
     fn program_ring(&self) -> Result {
+        let tail = self.state.lock().tail;
+        let next = self.ring_dma + (core::mem::size_of::<HwDesc>() * self.slot(tail)) as u64;
         let bar = self.bar.try_access().ok_or(ENODEV)?;
         let lo = self.ring_dma as u32;
         bar.write_reg(regs::CTRL::clear_status());
         bar.write_reg(regs::RING_ADDR::zeroed().with_value(lo));
         bar.write_reg(regs::RING_ADDR_HI::zeroed().with_value((self.ring_dma >> 32) as u32));
-        bar.write_reg(regs::RING_NEXT_ADDR::zeroed().with_value(lo));
+        bar.write_reg(regs::RING_NEXT_ADDR::zeroed().with_value(next as u32));
         bar.write_reg(regs::RING_COUNT::zeroed().with_value(self.size));
         bar.write_reg(regs::PREF_LIMIT::zeroed().with_value(PREFETCH_FOUR as u8));
         bar.write_reg(regs::INTR_CTRL::zeroed().with_error_en(true));
@@ -334,26 +336,32 @@ impl PlxChannel {
     }
 
     /// Stops the engine, completes what finished and aborts the rest.
+    ///
+    /// `head` and `tail` keep counting: a descriptor submitted by another
+    /// thread meanwhile stays queued at `tail`, where
+    /// [`Self::program_ring`] points the engine next.
     fn stop_and_abort(&self) {
         self.stop_engine();
         self.drain(Drain::All);
-        let mut st = self.state.lock();
-        st.head = 0;
-        st.tail = 0;
     }
 
-    /// Recovers from an engine error: abort everything in flight and
-    /// restart on a fresh ring.
+    /// Recovers from an engine error: complete what the engine wrote back
+    /// (failed copies report their own status), abort the rest and restart
+    /// the engine where the ring stands.
     fn recover(&self, why: &str) {
         Stats::bump(&self.stats.recoveries);
+        self.drain(Drain::Finished);
         dev_err!(
             self.dev,
-            "{}: aborting {} descriptor(s) and resetting the ring\n",
+            "{}: aborting {} unfinished descriptor(s) and restarting the ring\n",
             why,
             self.occupancy()
         );
         self.stop_and_abort();
-        if self.state.lock().active && self.program_ring().is_err() {
+        // Not `self.state.lock().active && ...`: that guard would live
+        // through `program_ring`, which takes the lock again.
+        let active = self.state.lock().active;
+        if active && self.program_ring().is_err() {
             self.state.lock().active = false;
         }
     }

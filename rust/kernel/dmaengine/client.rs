@@ -115,10 +115,7 @@ impl MemcpyChannel {
 
         let mut left = msecs_to_jiffies(timeout_ms);
         let mut guard = done.result.lock();
-        loop {
-            if let Some(r) = *guard {
-                return Ok(r);
-            }
+        while guard.is_none() {
             match done.cond.wait_interruptible_timeout(&mut guard, left) {
                 CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
                 CondVarTimeoutResult::Timeout => break,
@@ -129,14 +126,28 @@ impl MemcpyChannel {
                 }
             }
         }
+        if let Some(r) = *guard {
+            return Ok(r);
+        }
         drop(guard);
         // The engine may have finished without its completion interrupt
         // reaching us (a lost interrupt). Asking for the status makes the
-        // driver reap finished work, which runs our callback; only a copy
-        // that is still pending has really timed out.
+        // driver reap finished work; only a copy that is still pending has
+        // really timed out.
         // SAFETY: `self.0` is a channel we hold and `cookie` was issued on it.
         if unsafe { ffi::rust_dma_client_tx_complete(self.0.as_ptr(), cookie.raw()) } {
-            if let Some(r) = *done.result.lock() {
+            // The callback follows the cookie's completion (at once here,
+            // or from another CPU that is completing it).
+            let mut guard = done.result.lock();
+            let mut left = msecs_to_jiffies(timeout_ms);
+            while guard.is_none() {
+                match done.cond.wait_interruptible_timeout(&mut guard, left) {
+                    CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+                    _ => break,
+                }
+            }
+            if let Some(r) = *guard {
+                drop(guard);
                 dev_warn!(
                     self.device(),
                     "{}: copy done after {} ms without a completion interrupt (found by polling)\n",
