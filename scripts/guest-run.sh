@@ -46,6 +46,8 @@ kb=$("$REPO/scripts/kernel-build.sh" "$flavour")
 results=$REPO/build/results
 mkdir -p "$results"
 console=$results/$name.console tap=$results/$name.guest.tap
+# Nothing of an earlier run of the same name may be mistaken for this one.
+rm -f "$console" "$tap" "$results/$name".*.log
 # Sockets live in the cache: short paths (sun_path is 108 bytes) that the
 # trixie root sees at the same place.
 run=$(mktemp -d "$PLX_CACHE/run.XXXXXX")

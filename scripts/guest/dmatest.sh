@@ -43,11 +43,23 @@ dmatest_start() {
 	echo 1 >$DMATEST/run
 }
 
+# dmatest_log: the kernel log since the run started last.
+dmatest_log() {
+	dmesg | sed -n "/$mark/,\$p"
+}
+
 # dmatest_summaries: waits for the run started last and prints its summary
-# lines.
+# lines.  It polls the log instead of blocking in a read of the `wait`
+# parameter, which sleeps uninterruptibly and would trip the hung-task
+# detector on long runs; reading `run` is no better: once the run is over
+# it makes dmatest release its channels.
 dmatest_summaries() {
+	while [ "$(dmatest_log | grep -c 'dmatest: .*summary')" -lt \
+		"$(dmatest_log | grep -c 'dmatest: Started')" ]; do
+		sleep 2
+	done
 	cat $DMATEST/wait >/dev/null
-	dmesg | sed -n "/$mark/,\$p" | grep 'dmatest: .*summary' | sed 's/^\[[^]]*\] //'
+	dmatest_log | grep 'dmatest: .*summary' | sed 's/^\[[^]]*\] //'
 }
 
 dmatest_run() {

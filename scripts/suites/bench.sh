@@ -32,6 +32,8 @@ check "the timeout is reported" grep -q 'timed out after 20 s' "$tmp/timeout.err
 # 4. QEMU killed mid-run fails the run with a clear message.
 echo 'echo guest-is-up; sleep 600' >"$tmp/up.sh"
 rc=0
+# The console of an earlier run must not count as this guest being up.
+rm -f "$results/bench-kill.console"
 "$REPO/scripts/guest-run.sh" -n bench-kill -t 300 "$tmp/up.sh" 2>"$tmp/kill.err" &
 runner=$!
 for _ in $(seq 600); do
