@@ -54,24 +54,29 @@ debian_mirror() {
 }
 
 # Run a command inside the trixie root, in a private mount namespace so that
-# nothing stays mounted when it ends.  The repository and the cache are bound
-# at the same paths inside, so paths mean the same on both sides.
+# nothing stays mounted when it ends.  The repository, the cache and
+# $ROOT_EXTRA_BIND (if set) are bound at the same paths inside, so paths mean
+# the same on both sides.
 in_root() {
 	[ -x "$ROOTFS/usr/bin/env" ] || die "the trixie root is missing: run scripts/env-setup.sh"
 	unshare --mount --propagation private -- /bin/bash -c '
 		set -e
-		r=$1 repo=$2 cache=$3
-		shift 3
+		r=$1 repo=$2 cache=$3 extra=$4
+		shift 4
 		mount -t proc proc "$r/proc"
 		mount -t sysfs sys "$r/sys"
 		mount --rbind /dev "$r/dev"
 		mkdir -p "$r$repo" "$r$cache"
 		mount --bind "$repo" "$r$repo"
 		mount --bind "$cache" "$r$cache"
+		if [ -n "$extra" ]; then
+			mkdir -p "$r$extra"
+			mount --bind "$extra" "$r$extra"
+		fi
 		[ -e /etc/resolv.conf ] && cp -L /etc/resolv.conf "$r/etc/resolv.conf" 2>/dev/null || true
 		exec chroot "$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
 			LANG=C.UTF-8 TERM="${TERM:-dumb}" "$@"
-	' in_root "$ROOTFS" "$REPO" "$PLX_CACHE" "$@"
+	' in_root "$ROOTFS" "$REPO" "$PLX_CACHE" "${ROOT_EXTRA_BIND:-}" "$@"
 }
 
 # Signal a process and all of its descendants (a chroot'ed QEMU runs a few

@@ -31,7 +31,7 @@ test | bench)
 	! grep -q 'warning:' "$out/build.log" || die "the module build printed warnings (see above)"
 	;;
 *)
-	kdir=$(cd "$target" 2>/dev/null && pwd) || die "KDIR $target does not exist"
+	kdir=$(cd "$target" 2>/dev/null && pwd -P) || die "KDIR $target does not exist"
 	[ -f "$kdir/.config" ] || die "KDIR $kdir is not a configured kernel build tree (no .config)"
 	grep -q '^CONFIG_RUST=y' "$kdir/.config" || die "KDIR $kdir has no CONFIG_RUST=y: the Rust modules cannot be built"
 	[ -f "$kdir/rust/libkernel.rmeta" ] || [ -f "$kdir/rust/kernel.o" ] ||
@@ -40,7 +40,19 @@ test | bench)
 	grep -q '^CONFIG_CC_IS_CLANG=y' "$kdir/.config" && llvm=(LLVM=1)
 	out=${MODULES_OUT:-$REPO/build/modules/$(basename "$kdir")}
 	mkdir -p "$out"
-	make -s -C "$kdir" M="$REPO" MO="$out" "${llvm[@]}" "${werror[@]}" "$@" modules >&2
+	if [ "$(id -u)" -eq 0 ] && [ -x "$ROOTFS/usr/bin/env" ]; then
+		# The pinned toolchain: the tree's own source may lie anywhere.
+		src=$(readlink -f "$kdir/source" 2>/dev/null || echo "$kdir")
+		case "$src" in "$kdir"* | "$PLX_CACHE"* | "$REPO"*) ;; *)
+			die "KDIR's source tree $src must lie inside KDIR or $PLX_CACHE to be reached from the toolchain root" ;;
+		esac
+		ROOT_EXTRA_BIND=$kdir in_root make -s -C "$kdir" M="$REPO" MO="$out" "${llvm[@]}" \
+			"${werror[@]}" "$@" modules 2>&1 | tee "$out/build.log" >&2
+	else
+		make -s -C "$kdir" M="$REPO" MO="$out" "${llvm[@]}" "${werror[@]}" "$@" modules 2>&1 |
+			tee "$out/build.log" >&2
+	fi
+	! grep -q 'warning:' "$out/build.log" || die "the module build printed warnings (see above)"
 	;;
 esac
 echo "$out" >&3
