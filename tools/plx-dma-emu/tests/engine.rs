@@ -373,6 +373,18 @@ struct Hooked {
     chunk: usize,
 }
 
+impl Hooked {
+    /// Memory of `r` that runs `hook` once, on the first data write, and
+    /// moves data in pieces of `chunk` bytes.
+    fn new(r: &Rig, chunk: usize, hook: impl FnOnce() + Send + 'static) -> Self {
+        Self {
+            inner: r.mem.clone(),
+            hook: Mutex::new(Some(Box::new(hook))),
+            chunk,
+        }
+    }
+}
+
 impl GuestMemory for Hooked {
     fn read(&self, iova: u64, buf: &mut [u8]) -> Result<(), DmaError> {
         self.inner.read(iova, buf)
@@ -398,15 +410,11 @@ fn graceful_pause_finishes_the_current_descriptor() {
     let s1 = r.submit(SRC, DST, 256, true);
     r.issue();
     let dev = r.dev.clone();
-    let mem = Hooked {
-        inner: r.mem.clone(),
-        hook: Mutex::new(Some(Box::new(move || {
-            wr32(&dev, CTRL, CTRL_RESET_VAL | CTRL_GRACEFUL_PAUSE);
-            // In flight: not done yet.
-            assert_eq!(rd32(&dev, CTRL) & CTRL_GRACEFUL_PAUSE_DONE, 0);
-        }))),
-        chunk: 64,
-    };
+    let mem = Hooked::new(&r, 64, move || {
+        wr32(&dev, CTRL, CTRL_RESET_VAL | CTRL_GRACEFUL_PAUSE);
+        // In flight: not done yet.
+        assert_eq!(rd32(&dev, CTRL) & CTRL_GRACEFUL_PAUSE_DONE, 0);
+    });
     run_until_idle(&r.dev, &mem, 100);
     assert_eq!(r.wb(s0), WB_SUCCESS | 256, "current descriptor completed");
     assert_ne!(r.wb(s1) & desc::FLAG_VALID, 0, "next one left alone");
@@ -430,18 +438,14 @@ fn abort_stops_mid_descriptor_without_write_back() {
     let s = r.submit(SRC, DST, 4096, true);
     r.issue();
     let dev = r.dev.clone();
-    let mem = Hooked {
-        inner: r.mem.clone(),
-        hook: Mutex::new(Some(Box::new(move || {
-            wr32(&dev, CTRL, CTRL_ABORT);
-            assert_ne!(
-                rd32(&dev, CTRL) & CTRL_ABORT,
-                0,
-                "ABORT reads 1 while pending"
-            );
-        }))),
-        chunk: 1024,
-    };
+    let mem = Hooked::new(&r, 1024, move || {
+        wr32(&dev, CTRL, CTRL_ABORT);
+        assert_ne!(
+            rd32(&dev, CTRL) & CTRL_ABORT,
+            0,
+            "ABORT reads 1 while pending"
+        );
+    });
     run_until_idle(&r.dev, &mem, 100);
     assert_ne!(
         r.wb(s) & desc::FLAG_VALID,
@@ -516,11 +520,7 @@ fn reset_in_the_middle_discards_the_step() {
     let s = r.submit(SRC, DST, 4096, true);
     r.issue();
     let dev = r.dev.clone();
-    let mem = Hooked {
-        inner: r.mem.clone(),
-        hook: Mutex::new(Some(Box::new(move || dev.reset("test")))),
-        chunk: 512,
-    };
+    let mem = Hooked::new(&r, 512, move || dev.reset("test"));
     run_until_idle(&r.dev, &mem, 100);
     assert_ne!(r.wb(s) & desc::FLAG_VALID, 0);
     assert_eq!(rd32(&r.dev, CTRL), 0);
