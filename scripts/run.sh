@@ -9,7 +9,9 @@
 need_root run
 t0=$(date +%s)
 rc=0
-run_emulated_guest run 2 900 "$REPO/scripts/guest/demo.sh" >&2 || rc=$?
+selftests=$("$REPO/scripts/selftests-build.sh") || die "the uAPI example did not build"
+run_emulated_guest run 2 900 "$REPO/scripts/guest/demo.sh" \
+	-a "$selftests/plx_dma_copy_example:/usr/local/bin/plx_dma_copy_example" >&2 || rc=$?
 echo
 echo "rust-plx-dma demo (console: build/results/run.console)"
 grep -vE '^(ok|not ok) ' "$REPO/build/results/run.guest.tap" || true

@@ -281,6 +281,29 @@ struct dma_chan *rust_dma_request_memcpy_chan(void)
 	return dma_request_chan_by_mask(&mask);
 }
 
+static bool rust_dma_chan_is_named(struct dma_chan *chan, void *name)
+{
+	return !strcmp(dma_chan_name(chan), name);
+}
+
+/* The memcpy channel called @name, or an ERR_PTR (ENODEV: none free). */
+struct dma_chan *rust_dma_request_memcpy_chan_named(const char *name)
+{
+	struct dma_chan *chan;
+	dma_cap_mask_t mask;
+
+	dma_cap_zero(mask);
+	dma_cap_set(DMA_MEMCPY, mask);
+	chan = dma_request_channel(mask, rust_dma_chan_is_named, (void *)name);
+	return chan ? chan : ERR_PTR(-ENODEV);
+}
+
+/* The longest transfer one descriptor of @chan may carry. */
+u32 rust_dma_chan_max_seg(struct dma_chan *chan)
+{
+	return dma_get_max_seg_size(chan->device->dev);
+}
+
 void rust_dma_release_chan(struct dma_chan *chan)
 {
 	dma_release_channel(chan);

@@ -29,6 +29,8 @@ dma_cookie_t rust_dma_desc_assign_cookie(struct dma_async_tx_descriptor *txd);
 void rust_dma_desc_complete(struct dma_async_tx_descriptor *txd,
                             enum dmaengine_tx_result result, u32 residue);
 struct dma_chan *rust_dma_request_memcpy_chan(void);
+struct dma_chan *rust_dma_request_memcpy_chan_named(const char *name);
+u32 rust_dma_chan_max_seg(struct dma_chan *chan);
 void rust_dma_release_chan(struct dma_chan *chan);
 struct device *rust_dma_chan_dev(struct dma_chan *chan);
 struct dma_async_tx_descriptor *rust_dma_client_prep_memcpy(struct dma_chan *chan,

@@ -26,6 +26,13 @@ echo "== a Rust dmaengine client copies 1 MiB and checks it"
 check "rust_dma_memcpy size=1048576" modprobe rust_dma_memcpy size=1048576
 dmesg | grep 'rust_dma_memcpy' | tail -n 1 | strip
 rmmod rust_dma_memcpy 2>/dev/null
+echo "== a user program copies its own buffers (/dev/plx-dma-copy)"
+check "modprobe plx_dma_copy" modprobe plx_dma_copy
+rc=0
+/usr/local/bin/plx_dma_copy_example 1048576 >/tmp/example.out 2>&1 || rc=$?
+sed 's/^/   /' /tmp/example.out
+check "plx_dma_copy_example: 1 MiB, once and as a batch of 8, verified" test "$rc" -eq 0
+check "rmmod plx_dma_copy" rmmod plx_dma_copy
 echo "== per-channel statistics (debugfs)"
 for f in /sys/kernel/debug/rust_plx_dma-*/stats; do
 	echo "   ${f%/stats}:" | sed 's|/sys/kernel/debug/||'

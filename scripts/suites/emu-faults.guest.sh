@@ -19,6 +19,11 @@
 #     6 interrupt dropped, 7 ok.
 #   dma2 (ch2)  stall=$STALL_MS on every descriptor: one copy that gives up
 #     before the stall ends, then two that wait it out.
+#
+# The driver's stall watchdog is off (watchdog_ms=0) for these, so that the
+# client's own polling is what finds a copy whose interrupt was dropped. Then
+# the driver is reloaded with a watchdog shorter than the stall and two more
+# copies on ch2 must be aborted by it.
 . /guest/lib.sh
 . /guest/params.sh # STALL_MS BAD_IOVA
 
@@ -124,7 +129,7 @@ dmar_faults() {
 }
 
 check "three PLX-model functions on the PCI bus" test "$(plx_functions | wc -l)" -eq 3
-check "modprobe rust_plx_dma" modprobe rust_plx_dma
+check "modprobe rust_plx_dma watchdog_ms=0" modprobe rust_plx_dma watchdog_ms=0
 check "rust_plx_dma bound all three" test "$(ls $DRV | grep -c :)" -eq 3
 F0=$(pci_of 0) F1=$(pci_of 1) F2=$(pci_of 2)
 echo "# dma0chan0=$F0 dma1chan0=$F1 dma2chan0=$F2"
@@ -203,6 +208,36 @@ stats_are dma2 "$F2" submitted=3 completed=2 failed=1 interrupts=2 recoveries=0 
 for f in $F0 $F1 $F2; do
 	sed "s/^/# $f: /" "/sys/kernel/debug/rust_plx_dma-$f/stats"
 done
+
+# --- the stall watchdog, on dma2's stalled engine ------------------------
+WATCHDOG_MS=400
+check "rmmod rust_plx_dma (watchdog off)" rmmod rust_plx_dma
+bad_watchdog() {
+	err=$(modprobe rust_plx_dma watchdog_ms=5 2>&1) && rmmod rust_plx_dma
+	echo "$err" | grep -q 'Invalid argument' &&
+		dmesg | grep -q "rust_plx_dma: watchdog_ms=5 is invalid"
+}
+check "modprobe rust_plx_dma refuses watchdog_ms=5 (EINVAL, message)" bad_watchdog
+check "modprobe rust_plx_dma watchdog_ms=$WATCHDOG_MS" modprobe rust_plx_dma watchdog_ms=$WATCHDOG_MS
+# The DMA device numbers may change on reload: find ch2's again.
+W=
+for c in /sys/class/dma/dma*chan0; do
+	[ "$(basename "$(readlink "$c/device")")" = "$F2" ] && W=${c#/sys/class/dma/dma} W=${W%chan0}
+done
+check "$F2 is a DMA device again (dma${W:-?})" test -n "$W"
+# Each copy sits in the stalled engine; the watchdog sees no progress for
+# between WATCHDOG_MS and 1.5 times that, aborts it and restarts the ring.
+client watchdog chan="${W:-0}" copies=2 size=$SIZE timeout_ms=$((STALL_MS * 4))
+for n in 1 2; do
+	copy_has watchdog $n result=Aborted residue=$SIZE data=untouched
+	copy_ms watchdog $n -ge $WATCHDOG_MS "no progress for the watchdog's timeout"
+	copy_ms watchdog $n -lt "$STALL_MS" "aborted before the stall would have ended"
+done
+summary_is watchdog "NoError=0 ReadFailed=0 WriteFailed=0 Aborted=2 errors=0 bad_data=0"
+said=$(dmesg | grep -c "rust_plx_dma $F2: no progress for $WATCHDOG_MS ms: aborting 1 unfinished descriptor(s)" || true)
+check "watchdog: one message per stall (saw $said)" test "$said" -eq 2
+stats_are watchdog "$F2" submitted=2 completed=0 failed=2 stalls=2 recoveries=2 ring_occupancy=0
+sed "s/^/# $F2: /" "/sys/kernel/debug/rust_plx_dma-$F2/stats"
 # refused PARAM MESSAGE: loading with PARAM fails with EINVAL and MESSAGE.
 refused() {
 	err=$(modprobe plx_fault_client "$1" 2>&1) && rmmod plx_fault_client

@@ -31,6 +31,7 @@ use crate::{
     regs::{self, BAR0_SIZE},
     stats::Stats,
 };
+use core::fmt;
 use kernel::{
     device::{Bound, Device},
     devres::Devres,
@@ -45,9 +46,13 @@ use kernel::{
         barrier::{dma_mb, Write},
         Arc, SpinLockIrq,
     },
-    time::Delta,
+    time::{hrtimer::HrTimer, Delta},
 };
 use pin_init::Zeroable;
+use watchdog::WatchdogState;
+
+mod watchdog;
+pub(crate) use watchdog::{period as watchdog_period, Watchdog};
 
 type Ring = Coherent<[HwDesc]>;
 
@@ -104,6 +109,8 @@ struct RingState {
     free: KVec<usize>,
     /// Present while a client holds the channel.
     submitter: Option<Submitter>,
+    /// Progress seen by the stall watchdog.
+    watchdog: WatchdogState,
 }
 
 impl RingState {
@@ -135,16 +142,27 @@ pub(crate) struct PlxChannel {
     completer: SpinLockIrq<Option<Completer>>,
     /// Set by the hard IRQ handler when the engine reported an error.
     error_pending: AtomicFlag,
+    /// Serializes recoveries: the IRQ thread and the watchdog may both
+    /// decide to recover. Taken before `completer`.
+    #[pin]
+    recovery: SpinLockIrq<()>,
+    /// Ticks of the stall watchdog (see [`Watchdog`]).
+    #[pin]
+    watchdog_timer: HrTimer<Self>,
+    /// Half the watchdog timeout; `None` when the watchdog is off.
+    watchdog_period: Option<Delta>,
     pub(crate) stats: Stats,
 }
 
 impl PlxChannel {
     /// Creates the channel of a bound function with a ring of `size` slots,
-    /// a power of two.
+    /// a power of two, and a stall watchdog ticking every `watchdog_period`
+    /// (see [`watchdog_period`]).
     pub(crate) fn new(
         dev: &Device<Bound>,
         bar: DevresBar<BAR0_SIZE>,
         size: u32,
+        watchdog_period: Option<Delta>,
     ) -> Result<Arc<Self>> {
         if !size.is_power_of_two() {
             return Err(EINVAL);
@@ -179,9 +197,13 @@ impl PlxChannel {
                     descs,
                     free,
                     submitter: None,
+                    watchdog: WatchdogState::default(),
                 }, "plx_dma_ring"),
                 completer <- new_spinlock_irq!(None, "plx_dma_completer"),
                 error_pending: AtomicFlag::new(false),
+                recovery <- new_spinlock_irq!((), "plx_dma_recovery"),
+                watchdog_timer <- HrTimer::new(),
+                watchdog_period,
                 stats: Stats::new(),
             }),
             GFP_KERNEL,
@@ -348,7 +370,8 @@ impl PlxChannel {
     /// Recovers from an engine error: complete what the engine wrote back
     /// (failed copies report their own status), abort the rest and restart
     /// the engine where the ring stands.
-    fn recover(&self, why: &str) {
+    fn recover(&self, why: fmt::Arguments<'_>) {
+        let _serial = self.recovery.lock();
         Stats::bump(&self.stats.recoveries);
         self.drain(Drain::Finished);
         dev_err!(
@@ -369,7 +392,7 @@ impl PlxChannel {
     /// Bottom half of the interrupt: handle errors, then reap.
     pub(crate) fn handle_interrupt(&self) {
         if self.error_pending.xchg(false, Relaxed) {
-            self.recover("engine error");
+            self.recover(format_args!("engine error"));
         }
         self.drain(Drain::Finished);
     }

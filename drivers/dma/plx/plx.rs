@@ -24,7 +24,7 @@ mod hw_desc;
 mod regs;
 mod stats;
 
-use channel::PlxChannel;
+use channel::{PlxChannel, Watchdog};
 use core::fmt;
 use dmaengine::provider::Registration;
 use kernel::{
@@ -56,6 +56,10 @@ kernel::module_pci_driver! {
             default: 2048,
             description: "Descriptors per channel ring (power of two, 2..65536)",
         },
+        watchdog_ms: u32 {
+            default: 5000,
+            description: "Abort a channel's copies after this long without progress (ms, 20..600000; 0: off)",
+        },
     },
 }
 
@@ -72,6 +76,25 @@ fn ring_size() -> Result<u32> {
         return Err(EINVAL);
     }
     Ok(n)
+}
+
+/// Watchdog timeouts the driver accepts (ms), besides 0 (off).
+const WATCHDOG_MIN_MS: u32 = 20;
+const WATCHDOG_MAX_MS: u32 = 600_000;
+
+/// Validates the `watchdog_ms` module parameter.
+fn watchdog_ms() -> Result<u32> {
+    let ms = module_parameters::watchdog_ms.value();
+    if ms != 0 && !(WATCHDOG_MIN_MS..=WATCHDOG_MAX_MS).contains(&ms) {
+        pr_err!(
+            "watchdog_ms={} is invalid: use 0 (off) or {} to {}\n",
+            ms,
+            WATCHDOG_MIN_MS,
+            WATCHDOG_MAX_MS
+        );
+        return Err(EINVAL);
+    }
+    Ok(ms)
 }
 
 /// Interrupt handler of one function: the hard half acknowledges, the
@@ -105,6 +128,7 @@ fn show_stats(chan: &Arc<PlxChannel>, f: &mut fmt::Formatter<'_>) -> fmt::Result
     writeln!(f, "bytes: {}", Stats::get(&s.bytes))?;
     writeln!(f, "interrupts: {}", Stats::get(&s.interrupts))?;
     writeln!(f, "recoveries: {}", Stats::get(&s.recoveries))?;
+    writeln!(f, "stalls: {}", Stats::get(&s.stalls))?;
     writeln!(f, "ring_size: {}", chan.size())?;
     writeln!(f, "ring_occupancy: {}", chan.occupancy())
 }
@@ -112,6 +136,8 @@ fn show_stats(chan: &Arc<PlxChannel>, f: &mut fmt::Formatter<'_>) -> fmt::Result
 /// Per-function state, alive while the driver is bound.
 #[pin_data(PinnedDrop)]
 struct PlxDma<'bound> {
+    /// Dropped first: no tick runs once teardown starts.
+    watchdog: Option<Watchdog>,
     pdev: &'bound pci::Device,
     chan: Arc<PlxChannel>,
     // Field order is teardown order: unregister from dmaengine, then free
@@ -148,13 +174,14 @@ impl pci::Driver for PlxDmaDriver {
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
         pin_init::pin_init_scope(move || {
             let size = ring_size()?;
+            let watchdog = channel::watchdog_period(watchdog_ms()?);
             pdev.enable_device_mem()?;
             pdev.set_master();
             let bits = pci_ext::set_dma_mask(pdev, DmaMask::new::<48>())?;
             let bar = pdev
                 .iomap_region_sized::<{ regs::BAR0_SIZE }>(0, c"rust_plx_dma")?
                 .into_devres()?;
-            let chan = PlxChannel::new(pdev.as_ref(), bar, size)?;
+            let chan = PlxChannel::new(pdev.as_ref(), bar, size, watchdog)?;
             let mut chans = KVec::with_capacity(1, GFP_KERNEL)?;
             chans.push(chan.clone(), GFP_KERNEL)?;
             let handler = IrqHandler { chan: chan.clone() };
@@ -165,6 +192,7 @@ impl pci::Driver for PlxDmaDriver {
             let debugfs_dir = debugfs::Dir::new(&dir_name);
             let stats_chan = chan.clone();
             Ok(try_pin_init!(PlxDma {
+                watchdog: Watchdog::start(&chan),
                 pdev,
                 chan: chan.clone(),
                 irq <- irq,

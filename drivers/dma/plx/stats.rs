@@ -19,6 +19,8 @@ pub(crate) struct Stats {
     pub(crate) interrupts: Atomic<u64>,
     /// Channel recoveries after an engine error or a stall.
     pub(crate) recoveries: Atomic<u64>,
+    /// Stalls caught by the watchdog (each one also a recovery).
+    pub(crate) stalls: Atomic<u64>,
 }
 
 impl Stats {
@@ -30,6 +32,7 @@ impl Stats {
             bytes: Atomic::new(0),
             interrupts: Atomic::new(0),
             recoveries: Atomic::new(0),
+            stalls: Atomic::new(0),
         }
     }
 

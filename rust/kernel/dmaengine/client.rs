@@ -7,6 +7,10 @@
 //! // Map buffers for `chan.device()`, then:
 //! let result = chan.copy_sync(dst, src, len, 1000)?;
 //! ```
+//!
+//! Clients with many copies in flight submit them one descriptor at a time
+//! with [`MemcpyChannel::submit`], each reporting to a [`CopySink`], and
+//! ring the doorbell once with [`MemcpyChannel::issue_pending`].
 
 use super::{ffi, Cookie, PrepFlags, TxResult};
 use core::ptr::NonNull;
@@ -16,7 +20,8 @@ use kernel::{
     ffi::{c_uint, c_void},
     new_condvar, new_spinlock,
     prelude::*,
-    sync::{Arc, CondVar, CondVarTimeoutResult, SpinLock},
+    str::CStr,
+    sync::{Arc, ArcBorrow, CondVar, CondVarTimeoutResult, SpinLock},
     time::msecs_to_jiffies,
 };
 
@@ -39,11 +44,39 @@ struct Done {
     cond: CondVar,
 }
 
+/// Receives the end of each descriptor given to [`MemcpyChannel::submit`].
+pub trait CopySink: Send + Sync + 'static {
+    /// The descriptor submitted with `tag` ended with `result`, `residue`
+    /// bytes not copied.
+    ///
+    /// Runs in the provider's completion context (a tasklet, an IRQ
+    /// thread or a timer): it must not sleep.
+    fn descriptor_done(this: ArcBorrow<'_, Self>, tag: usize, result: TxResult, residue: u32);
+}
+
+/// What [`MemcpyChannel::submit`] hands to the completion callback.
+struct SinkRef<T: CopySink> {
+    sink: Arc<T>,
+    tag: usize,
+}
+
 impl MemcpyChannel {
     /// Takes any channel that can copy memory.
     pub fn request() -> Result<Self> {
         // SAFETY: No preconditions.
         let raw = unsafe { ffi::rust_dma_request_memcpy_chan() };
+        Self::from_request(raw)
+    }
+
+    /// Takes the memcpy channel called `name` (e.g. `dma0chan0`), if no
+    /// other client holds it.
+    pub fn request_named(name: &CStr) -> Result<Self> {
+        // SAFETY: `name` is a valid C string for the duration of the call.
+        let raw = unsafe { ffi::rust_dma_request_memcpy_chan_named(name.as_char_ptr()) };
+        Self::from_request(raw)
+    }
+
+    fn from_request(raw: *mut c_void) -> Result<Self> {
         let addr = raw as isize;
         if (-4095..0).contains(&addr) {
             return Err(Error::from_errno(addr as i32));
@@ -63,6 +96,64 @@ impl MemcpyChannel {
         // reference on the channel, and `Device` is `repr(transparent)` over
         // `struct device`.
         unsafe { &*self.dev().cast::<Device>() }
+    }
+
+    /// The longest copy one descriptor of this channel may carry.
+    pub fn max_segment(&self) -> u32 {
+        // SAFETY: `self.0` is a channel we hold.
+        unsafe { ffi::rust_dma_chan_max_seg(self.0.as_ptr()) }
+    }
+
+    /// Prepares and submits one copy of `len` bytes between DMA addresses
+    /// of [`Self::device`]; `sink` hears of its end once, with `tag`.
+    ///
+    /// `interrupt` asks for a completion interrupt; without one the copy is
+    /// reported when a later one's interrupt arrives. Nothing starts before
+    /// [`Self::issue_pending`]. `ENOSPC` means the provider had no
+    /// descriptor free: wait for earlier copies, then try again.
+    pub fn submit<T: CopySink>(
+        &self,
+        dst: DmaAddress,
+        src: DmaAddress,
+        len: usize,
+        interrupt: bool,
+        sink: &Arc<T>,
+        tag: usize,
+    ) -> Result<Cookie> {
+        let ctx = KBox::new(
+            SinkRef {
+                sink: sink.clone(),
+                tag,
+            },
+            GFP_KERNEL,
+        )?;
+        let mut flags = PrepFlags::ACK;
+        if interrupt {
+            flags = flags | PrepFlags::INTERRUPT;
+        }
+        // SAFETY: `self.0` is a channel we hold.
+        let txd = unsafe {
+            ffi::rust_dma_client_prep_memcpy(self.0.as_ptr(), dst, src, len, flags.raw())
+        };
+        if txd.is_null() {
+            return Err(ENOSPC);
+        }
+        let ctx = KBox::into_raw(ctx).cast::<c_void>();
+        // SAFETY: `txd` was just prepared on our channel; `ctx` is a
+        // `KBox<SinkRef<T>>` that `sink_done::<T>` takes back exactly once.
+        let cookie = Cookie(unsafe { ffi::rust_dma_client_submit(txd, sink_done::<T>, ctx) });
+        if cookie.is_error() {
+            // SAFETY: The callback will not run; take the box back.
+            drop(unsafe { KBox::from_raw(ctx.cast::<SinkRef<T>>()) });
+            return Err(Error::from_errno(cookie.raw()));
+        }
+        Ok(cookie)
+    }
+
+    /// Starts what [`Self::submit`] queued.
+    pub fn issue_pending(&self) {
+        // SAFETY: `self.0` is a channel we hold.
+        unsafe { ffi::rust_dma_client_issue_pending(self.0.as_ptr()) };
     }
 
     fn dev(&self) -> *mut c_void {
@@ -289,6 +380,22 @@ impl Drop for MemcpyChannel {
         // SAFETY: We hold the channel and give it back once.
         unsafe { ffi::rust_dma_release_chan(self.0.as_ptr()) };
     }
+}
+
+/// # Safety
+///
+/// `ctx` is a `KBox<SinkRef<T>>` handed to `rust_dma_client_submit` by
+/// [`MemcpyChannel::submit`]; the glue calls this once per submission.
+unsafe extern "C" fn sink_done<T: CopySink>(ctx: *mut c_void, result: c_uint, residue: u32) {
+    // SAFETY: `ctx` is the box given to `rust_dma_client_submit`, which
+    // calls us once.
+    let r = unsafe { KBox::from_raw(ctx.cast::<SinkRef<T>>()) };
+    T::descriptor_done(
+        r.sink.as_arc_borrow(),
+        r.tag,
+        TxResult::from_raw(result),
+        residue,
+    );
 }
 
 /// # Safety

@@ -74,6 +74,8 @@ mod ffi {
         pub(super) fn rust_dma_desc_complete(txd: *mut c_void, result: c_uint, residue: u32);
 
         pub(super) fn rust_dma_request_memcpy_chan() -> *mut c_void;
+        pub(super) fn rust_dma_request_memcpy_chan_named(name: *const c_char) -> *mut c_void;
+        pub(super) fn rust_dma_chan_max_seg(chan: *mut c_void) -> u32;
         pub(super) fn rust_dma_release_chan(chan: *mut c_void);
         pub(super) fn rust_dma_chan_dev(chan: *mut c_void) -> *mut c_void;
         pub(super) fn rust_dma_client_prep_memcpy(

@@ -43,7 +43,7 @@ const HELP: &[&str] = &[
     "channels",
     "stats [CH]",
     "reset-stats [CH]",
-    "fault CH NAME [N]   NAME: fail-read N | fail-write N | invalid-desc N | stall MS | drop-irq N | dup-irq N | vanish [N] | clear",
+    "fault CH NAME [N]   NAME: fail-read N | fail-read-all | fail-write N | invalid-desc N | stall MS | drop-irq N | dup-irq N | vanish [N] | clear",
     "faults [CH]",
     "reset CH",
 ];

@@ -5,7 +5,9 @@
 //! time from the control socket (`fault CH NAME [N]`). Counted faults fire
 //! once, on the Nth matching event after they were armed (N = 1 is the very
 //! next one), and then disarm themselves. `stall` stays in force until it is
-//! set to 0 or the plan is cleared.
+//! set to 0 or the plan is cleared, and `fail-read-all` until cleared: every
+//! descriptor's source read fails, for clients that must see device errors
+//! however often they run.
 
 use std::fmt;
 
@@ -18,6 +20,8 @@ pub enum FaultSpec {
     FailWrite(u64),
     /// Treat the Nth descriptor as malformed (descriptor-invalid status).
     InvalidDesc(u64),
+    /// Fail every descriptor's source read, until cleared.
+    FailReadAll,
     /// Delay every descriptor by this many milliseconds (0 disables).
     Stall(u64),
     /// Suppress the Nth interrupt.
@@ -32,7 +36,7 @@ pub enum FaultSpec {
 
 /// Names accepted by [`FaultSpec::parse`], for help texts.
 pub const FAULT_NAMES: &str =
-    "fail-read N | fail-write N | invalid-desc N | stall MS | drop-irq N | dup-irq N | vanish [N] | clear";
+    "fail-read N | fail-read-all | fail-write N | invalid-desc N | stall MS | drop-irq N | dup-irq N | vanish [N] | clear";
 
 impl FaultSpec {
     /// Parses a fault name and its optional value.
@@ -51,6 +55,7 @@ impl FaultSpec {
         };
         let spec = match name {
             "fail-read" => FaultSpec::FailRead(nth()?),
+            "fail-read-all" => FaultSpec::FailReadAll,
             "fail-write" => FaultSpec::FailWrite(nth()?),
             "invalid-desc" => FaultSpec::InvalidDesc(nth()?),
             "stall" => FaultSpec::Stall(num("milliseconds")?),
@@ -86,6 +91,7 @@ impl fmt::Display for FaultSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FaultSpec::FailRead(n) => write!(f, "fail-read {n}"),
+            FaultSpec::FailReadAll => write!(f, "fail-read-all"),
             FaultSpec::FailWrite(n) => write!(f, "fail-write {n}"),
             FaultSpec::InvalidDesc(n) => write!(f, "invalid-desc {n}"),
             FaultSpec::Stall(ms) => write!(f, "stall {ms}"),
@@ -102,6 +108,7 @@ impl fmt::Display for FaultSpec {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Faults {
     fail_read: Option<u64>,
+    fail_read_all: bool,
     fail_write: Option<u64>,
     invalid_desc: Option<u64>,
     stall_ms: u64,
@@ -130,6 +137,7 @@ impl Faults {
     pub fn arm(&mut self, spec: FaultSpec) {
         match spec {
             FaultSpec::FailRead(n) => self.fail_read = Some(n),
+            FaultSpec::FailReadAll => self.fail_read_all = true,
             FaultSpec::FailWrite(n) => self.fail_write = Some(n),
             FaultSpec::InvalidDesc(n) => self.invalid_desc = Some(n),
             FaultSpec::Stall(ms) => self.stall_ms = ms,
@@ -143,7 +151,7 @@ impl Faults {
 
     /// A descriptor's source read is starting: should it fail?
     pub fn take_fail_read(&mut self) -> bool {
-        tick(&mut self.fail_read)
+        tick(&mut self.fail_read) || self.fail_read_all
     }
 
     /// A descriptor's destination write is starting: should it fail?
@@ -192,6 +200,9 @@ impl Faults {
         push("drop-irq", self.drop_irq);
         push("dup-irq", self.dup_irq);
         push("vanish", self.vanish_after);
+        if self.fail_read_all {
+            v.push("fail-read-all".to_string());
+        }
         v
     }
 }
@@ -240,6 +251,22 @@ mod tests {
         assert!(f.take_fail_read());
         assert!(!f.take_fail_read());
         assert!(f.describe().is_empty());
+    }
+
+    #[test]
+    fn fail_read_all_persists_until_cleared() {
+        let mut f = Faults::default();
+        assert_eq!(
+            FaultSpec::parse_cli("2:fail-read-all"),
+            Ok((2, FaultSpec::FailReadAll))
+        );
+        f.arm(FaultSpec::FailReadAll);
+        for _ in 0..5 {
+            assert!(f.take_fail_read());
+        }
+        assert_eq!(f.describe(), vec!["fail-read-all"]);
+        f.arm(FaultSpec::Clear);
+        assert!(!f.take_fail_read());
     }
 
     #[test]

@@ -1,0 +1,418 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! An open `/dev/plx-dma-copy`: its channel, its copies in flight, its
+//! counters, and the ioctls on them.
+//!
+//! # Locking
+//!
+//! `state` (a mutex) serializes submission, reaping and cleanup of the
+//! file's copies; it is held while pinning and queueing, never while a
+//! synchronous copy waits, so threads sharing the file copy concurrently.
+//! The [`Tracker`] has its own spinlock for what completion callbacks
+//! update.
+
+use crate::{
+    abi::{self, Arg, Command, CopyReq, Out, CHAN_NAME_LEN},
+    dmaengine::client::MemcpyChannel,
+    job::{Job, Limits},
+    pins,
+    tracker::{Outcome, Tracker, WaitEnd},
+    user_pages::PinDuration,
+};
+use kernel::{
+    new_mutex,
+    prelude::*,
+    str::CStr,
+    sync::{Arc, Mutex},
+};
+
+/// Most copies per `PLX_DMA_IOC_SUBMIT`.
+pub(crate) const MAX_BATCH: u32 = 64;
+/// Most submitted, unreaped copies per file.
+pub(crate) const MAX_IN_FLIGHT: usize = 256;
+/// Longest copy (bytes).
+pub(crate) const MAX_LEN: u64 = 64 << 20;
+/// How long queueing waits for ring space freed by earlier copies.
+const RING_WAIT_MS: u32 = 2000;
+
+struct FileState {
+    chan: Option<MemcpyChannel>,
+    /// The mapped copy of each busy slot.
+    jobs: KVec<Option<Job>>,
+    /// Slots without a copy.
+    free: KVec<usize>,
+    copies: u64,
+    failed: u64,
+    bytes: u64,
+}
+
+impl FileState {
+    fn in_flight(&self) -> usize {
+        self.jobs.len() - self.free.len()
+    }
+
+    /// The file's channel, taking any free one if none was attached.
+    fn channel(&mut self) -> Result<&MemcpyChannel> {
+        if self.chan.is_none() {
+            self.chan = Some(MemcpyChannel::request()?);
+        }
+        self.chan.as_ref().ok_or(ENODEV)
+    }
+
+    /// Ends slot `slot`: drops its mapping (unpins) and counts the result.
+    /// Returns what the caller reports: bytes copied or an error.
+    fn retire(&mut self, slot: usize, outcome: Outcome) -> (u64, core::result::Result<u64, Error>) {
+        let job = self.jobs.get_mut(slot).and_then(Option::take);
+        let _ = self.free.push_within_capacity(slot);
+        let (user_data, len) = job
+            .as_ref()
+            .map_or((0, 0), |j| (j.req.user_data, j.req.len));
+        drop(job);
+        match outcome.error() {
+            None => {
+                self.copies += 1;
+                self.bytes += len;
+                (user_data, Ok(len))
+            }
+            Some(e) => {
+                self.failed += 1;
+                (user_data, Err(e))
+            }
+        }
+    }
+}
+
+/// The private data of an open file.
+#[pin_data(PinnedDrop)]
+pub(crate) struct CopyFile {
+    #[pin]
+    state: Mutex<FileState>,
+    tracker: Arc<Tracker>,
+    limits: Limits,
+}
+
+impl CopyFile {
+    pub(crate) fn new(limits: Limits) -> Result<Pin<KBox<Self>>> {
+        let tracker = Arc::pin_init(Tracker::new(MAX_IN_FLIGHT)?, GFP_KERNEL)?;
+        let mut jobs = KVec::with_capacity(MAX_IN_FLIGHT, GFP_KERNEL)?;
+        let mut free = KVec::with_capacity(MAX_IN_FLIGHT, GFP_KERNEL)?;
+        for i in (0..MAX_IN_FLIGHT).rev() {
+            jobs.push(None, GFP_KERNEL)?;
+            free.push(i, GFP_KERNEL)?;
+        }
+        KBox::try_pin_init(
+            try_pin_init!(Self {
+                state <- new_mutex!(FileState {
+                    chan: None,
+                    jobs,
+                    free,
+                    copies: 0,
+                    failed: 0,
+                    bytes: 0,
+                }, "plx_dma_copy_file"),
+                tracker,
+                limits,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Dispatches an ioctl.
+    pub(crate) fn ioctl(&self, cmd: u32, arg: usize) -> Result<isize> {
+        match Command::decode(cmd).ok_or(ENOTTY)? {
+            Command::Info => self.info(arg),
+            Command::Attach => self.attach(arg),
+            Command::Copy => self.copy(arg),
+            Command::Submit => self.submit(arg),
+            Command::Reap => self.reap(arg),
+        }
+    }
+
+    fn info(&self, arg: usize) -> Result<isize> {
+        use abi::info as f;
+        let a: Arg<{ f::SIZE }> = abi::read_sized(arg, f::MIN)?;
+        let st = self.state.lock();
+        let mut out = Out::from_arg(&a);
+        out.put_u32(f::ABI_VERSION, abi::ABI_VERSION);
+        out.put_u64(f::MAX_LEN, self.limits.max_len);
+        out.put_u32(f::MAX_BATCH, MAX_BATCH);
+        out.put_u32(f::MAX_IN_FLIGHT, MAX_IN_FLIGHT as u32);
+        out.put_u64(f::MAX_PINNED, self.limits.max_pinned_pages);
+        out.put_u64(f::PINNED, pins::pinned_now());
+        let mut name = [0u8; CHAN_NAME_LEN];
+        if let Some(c) = &st.chan {
+            let b = c.name().to_bytes();
+            let n = b.len().min(CHAN_NAME_LEN - 1);
+            name[..n].copy_from_slice(&b[..n]);
+        }
+        out.put_bytes(f::CHANNEL, &name);
+        out.put_u64(f::COPIES, st.copies);
+        out.put_u64(f::FAILED, st.failed);
+        out.put_u64(f::BYTES, st.bytes);
+        out.put_u32(f::IN_FLIGHT, st.in_flight() as u32);
+        out.write(arg, a.size)?;
+        Ok(0)
+    }
+
+    fn attach(&self, arg: usize) -> Result<isize> {
+        use abi::attach as f;
+        let a: Arg<{ f::SIZE }> = abi::read_sized(arg, f::MIN)?;
+        if a.u32_at(f::FLAGS) != 0 {
+            return Err(EINVAL);
+        }
+        let raw = &a.bytes[f::CHANNEL..f::CHANNEL + CHAN_NAME_LEN];
+        let name = CStr::from_bytes_until_nul(raw).map_err(|_| EINVAL)?;
+        let mut st = self.state.lock();
+        if st.chan.is_some() {
+            return Err(EBUSY);
+        }
+        st.chan = Some(if name.is_empty() {
+            MemcpyChannel::request()?
+        } else {
+            MemcpyChannel::request_named(name)?
+        });
+        Ok(0)
+    }
+
+    /// Pins, maps and queues one copy in a free slot, which `tracker`
+    /// follows. Returns the slot. The caller rings the doorbell.
+    fn queue(
+        &self,
+        st: &mut FileState,
+        req: CopyReq,
+        duration: PinDuration,
+        for_reap: bool,
+    ) -> Result<usize> {
+        if st.free.is_empty() {
+            return Err(EAGAIN);
+        }
+        let limits = self.limits;
+        let chan = st.channel()?;
+        let job = Job::map(chan, req, limits, duration)?;
+        let max_seg = chan.max_segment();
+        let (count, bytes) = job
+            .chunks(max_seg)
+            .fold((0u32, 0u64), |(n, b), c| (n + 1, b + u64::from(c.len)));
+        if bytes != req.len {
+            // The mappings do not cover the range: never copy part of it.
+            return Err(EFAULT);
+        }
+        let Some(slot) = st.free.pop() else {
+            return Err(EAGAIN);
+        };
+        self.tracker.arm(slot, count, for_reap);
+        let mut sent = 0u32;
+        let mut failure = None;
+        for (i, c) in job.chunks(max_seg).enumerate() {
+            let last = i + 1 == count as usize;
+            let res = loop {
+                let chan = st.chan.as_ref().ok_or(ENODEV)?;
+                match chan.submit(c.dst, c.src, c.len as usize, last, &self.tracker, slot) {
+                    Err(e) if e == ENOSPC => {
+                        // The provider's descriptors are all in use. This
+                        // file holds the channel alone: only its own copies
+                        // can free them.
+                        if st.in_flight() <= 1 && sent == 0 {
+                            break Err(ENODEV);
+                        }
+                        chan.issue_pending();
+                        match self.tracker.wait_any_progress(RING_WAIT_MS) {
+                            Ok(()) => continue,
+                            Err(WaitEnd::Interrupted) => break Err(EINTR),
+                            Err(WaitEnd::TimedOut) => break Err(EAGAIN),
+                        }
+                    }
+                    other => break other,
+                }
+            };
+            if let Err(e) = res {
+                failure = Some(e);
+                break;
+            }
+            sent += 1;
+        }
+        match failure {
+            None => {}
+            Some(e) if sent == 0 => {
+                self.tracker.arm(slot, 0, false);
+                let _ = st.free.push_within_capacity(slot);
+                return Err(e);
+            }
+            Some(e) => {
+                // Part of the copy is queued: it runs, and the copy ends
+                // with the error once it has.
+                self.tracker.cut_short(slot, count - sent, e);
+            }
+        }
+        st.jobs[slot] = Some(job);
+        Ok(slot)
+    }
+
+    fn copy(&self, arg: usize) -> Result<isize> {
+        let a: Arg<{ abi::copy::SIZE }> = abi::read_sized(arg, abi::copy::MIN)?;
+        let req = CopyReq::parse(&a)?;
+        let slot = {
+            let mut st = self.state.lock();
+            let slot = self.queue(&mut st, req, PinDuration::Short, false)?;
+            if let Some(c) = &st.chan {
+                c.issue_pending();
+            }
+            slot
+        };
+        let timeout = match req.timeout_ms {
+            0 => abi::DEFAULT_TIMEOUT_MS,
+            t => t,
+        };
+        let waited = self.tracker.wait_slot(slot, timeout);
+        let mut st = self.state.lock();
+        let (outcome, err) = match waited {
+            Ok(o) => (o, None),
+            Err(end) => {
+                // Stop the channel so the copy can no longer touch the
+                // pages, then collect what it did.
+                if let Some(c) = &st.chan {
+                    c.terminate();
+                }
+                let o = self.tracker.finished(slot).unwrap_or(Outcome::Aborted);
+                let e = match end {
+                    WaitEnd::Interrupted => EINTR,
+                    WaitEnd::TimedOut => ETIMEDOUT,
+                };
+                (o, Some(e))
+            }
+        };
+        let (_, res) = st.retire(slot, outcome);
+        match (res, err) {
+            // Finished after all, just as the wait gave up.
+            (Ok(n), _) => Ok(n as isize),
+            (Err(_), Some(e)) | (Err(e), None) => Err(e),
+        }
+    }
+
+    fn submit(&self, arg: usize) -> Result<isize> {
+        use abi::submit as f;
+        let a: Arg<{ f::SIZE }> = abi::read_sized(arg, f::MIN)?;
+        let count = a.u32_at(f::COUNT);
+        let copies = a.u64_at(f::COPIES) as usize;
+        let copy_size = a.u32_at(f::COPY_SIZE) as usize;
+        if count == 0 || copy_size < abi::copy::MIN {
+            return Err(EINVAL);
+        }
+        if count > MAX_BATCH {
+            return Err(E2BIG);
+        }
+        let mut st = self.state.lock();
+        let mut submitted = 0u32;
+        let mut first_err = None;
+        for i in 0..count as usize {
+            let at = copies.checked_add(i * copy_size).ok_or(EFAULT);
+            let queued = at
+                .and_then(|at| {
+                    abi::read_with_size::<{ abi::copy::SIZE }>(at, copy_size, abi::copy::MIN)
+                })
+                .and_then(|c| CopyReq::parse(&c))
+                .and_then(|req| self.queue(&mut st, req, PinDuration::Long, true));
+            match queued {
+                Ok(_) => submitted += 1,
+                Err(e) => {
+                    first_err = Some(e);
+                    break;
+                }
+            }
+        }
+        if submitted > 0 {
+            if let Some(c) = &st.chan {
+                c.issue_pending();
+            }
+        }
+        drop(st);
+        if submitted == 0 {
+            return Err(first_err.unwrap_or(EINVAL));
+        }
+        let mut out = Out::from_arg(&a);
+        out.put_u32(f::SUBMITTED, submitted);
+        // The copies are queued whatever happens to this write: the count
+        // is also the ioctl's return value.
+        let _ = out.write(arg, a.size);
+        Ok(submitted as isize)
+    }
+
+    fn reap(&self, arg: usize) -> Result<isize> {
+        use abi::reap as f;
+        let a: Arg<{ f::SIZE }> = abi::read_sized(arg, f::MIN)?;
+        let min = a.u32_at(f::MIN_COUNT) as usize;
+        let max = a.u32_at(f::MAX) as usize;
+        let timeout = a.u32_at(f::TIMEOUT_MS);
+        let completions = a.u64_at(f::COMPLETIONS) as usize;
+        if max == 0 || min > max {
+            return Err(EINVAL);
+        }
+        let mut interrupted = false;
+        if min > 0 {
+            match self.tracker.wait_done(min.min(MAX_IN_FLIGHT), timeout) {
+                Ok(()) | Err(WaitEnd::TimedOut) => {}
+                Err(WaitEnd::Interrupted) => interrupted = true,
+            }
+        }
+        let mut st = self.state.lock();
+        let mut reaped = 0usize;
+        while reaped < max {
+            let Some((slot, outcome)) = self.tracker.peek_done() else {
+                break;
+            };
+            let user_data = st
+                .jobs
+                .get(slot)
+                .and_then(|j| j.as_ref())
+                .map_or(0, |j| j.req.user_data);
+            let result = match outcome.error() {
+                None => st
+                    .jobs
+                    .get(slot)
+                    .and_then(|j| j.as_ref())
+                    .map_or(0, |j| j.req.len as i64),
+                Some(e) => i64::from(e.to_errno()),
+            };
+            let at = completions
+                .checked_add(reaped * abi::completion::SIZE)
+                .ok_or(EFAULT)?;
+            if let Err(e) = abi::write_completion(at, user_data, result) {
+                // Not taken: the completion stays queued for the next try.
+                if reaped == 0 {
+                    return Err(e);
+                }
+                break;
+            }
+            self.tracker.pop_done();
+            let _ = st.retire(slot, outcome);
+            reaped += 1;
+        }
+        drop(st);
+        if reaped == 0 && interrupted {
+            return Err(EINTR);
+        }
+        let mut out = Out::from_arg(&a);
+        out.put_u32(f::REAPED, reaped as u32);
+        // The completions are written and taken: the count is also the
+        // ioctl's return value.
+        let _ = out.write(arg, a.size);
+        Ok(reaped as isize)
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for CopyFile {
+    fn drop(self: Pin<&mut Self>) {
+        let mut st = self.state.lock();
+        if st.in_flight() > 0 {
+            // Unreaped copies may still run: stop them before unpinning.
+            if let Some(c) = &st.chan {
+                c.terminate();
+            }
+        }
+        for job in st.jobs.iter_mut() {
+            drop(job.take());
+        }
+        drop(st.chan.take());
+    }
+}

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One user copy: its two ranges pinned and mapped, and the descriptors
+//! that move it.
+//!
+//! The source and destination map to different lists of DMA segments; a
+//! descriptor covers the overlap of the current source and destination
+//! segment, never more than the channel's longest descriptor.
+
+use crate::{
+    abi::CopyReq,
+    dmaengine::client::MemcpyChannel,
+    pins::PinReservation,
+    user_pages::{Access, PinDuration, Segment, UserDma},
+};
+use kernel::{dma::DmaAddress, prelude::*};
+
+/// Limits a copy is checked against.
+#[derive(Clone, Copy)]
+pub(crate) struct Limits {
+    /// Longest copy (bytes).
+    pub(crate) max_len: u64,
+    /// Pages all files may pin at once.
+    pub(crate) max_pinned_pages: u64,
+}
+
+/// A copy whose memory is pinned and mapped; dropping it unmaps and
+/// unpins (it may sleep).
+pub(crate) struct Job {
+    pub(crate) req: CopyReq,
+    src: UserDma,
+    dst: UserDma,
+    _pins: PinReservation,
+}
+
+/// One descriptor's worth of a copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Chunk {
+    pub(crate) dst: DmaAddress,
+    pub(crate) src: DmaAddress,
+    pub(crate) len: u32,
+}
+
+impl Job {
+    /// Checks `req`, reserves its pages and pins and maps both ranges for
+    /// `chan`'s device.
+    ///
+    /// Errors: `EINVAL` for a zero length or overlapping ranges, `E2BIG`
+    /// beyond `limits.max_len`, `EFAULT` for a range that wraps, is not
+    /// mapped, or (the destination) is not writable, `EAGAIN` when the
+    /// pin bound is reached.
+    pub(crate) fn map(
+        chan: &MemcpyChannel,
+        req: CopyReq,
+        limits: Limits,
+        duration: PinDuration,
+    ) -> Result<Self> {
+        if req.len == 0 {
+            return Err(EINVAL);
+        }
+        if req.len > limits.max_len {
+            return Err(E2BIG);
+        }
+        let len = usize::try_from(req.len).map_err(|_| E2BIG)?;
+        let src = usize::try_from(req.src).map_err(|_| EFAULT)?;
+        let dst = usize::try_from(req.dst).map_err(|_| EFAULT)?;
+        let src_end = src.checked_add(len).ok_or(EFAULT)?;
+        let dst_end = dst.checked_add(len).ok_or(EFAULT)?;
+        if src < dst_end && dst < src_end {
+            return Err(EINVAL);
+        }
+        let pages = UserDma::pages_spanned(src, len).ok_or(EFAULT)?
+            + UserDma::pages_spanned(dst, len).ok_or(EFAULT)?;
+        let pins = PinReservation::take(pages as u64, limits.max_pinned_pages)?;
+        let dev = chan.device();
+        let src_map = UserDma::map(dev, src, len, Access::DeviceReads, duration)?;
+        let dst_map = UserDma::map(dev, dst, len, Access::DeviceWrites, duration)?;
+        Ok(Self {
+            req,
+            src: src_map,
+            dst: dst_map,
+            _pins: pins,
+        })
+    }
+
+    /// The descriptors of this copy, none longer than `max_seg` bytes.
+    pub(crate) fn chunks(&self, max_seg: u32) -> Chunks<'_> {
+        Chunks {
+            src: Cursor::new(self.src.segments()),
+            dst: Cursor::new(self.dst.segments()),
+            max_seg: max_seg.max(1),
+        }
+    }
+}
+
+/// A position in a list of DMA segments.
+struct Cursor<'a> {
+    segs: &'a [Segment],
+    index: usize,
+    offset: u32,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(segs: &'a [Segment]) -> Self {
+        Self {
+            segs,
+            index: 0,
+            offset: 0,
+        }
+    }
+
+    /// Address and bytes left in the current segment.
+    fn current(&self) -> Option<(DmaAddress, u32)> {
+        let s = self.segs.get(self.index)?;
+        Some((s.addr + u64::from(self.offset), s.len - self.offset))
+    }
+
+    fn advance(&mut self, n: u32) {
+        if let Some(s) = self.segs.get(self.index) {
+            self.offset += n;
+            if self.offset >= s.len {
+                self.index += 1;
+                self.offset = 0;
+            }
+        }
+    }
+}
+
+/// Iterator over the [`Chunk`]s of a [`Job`].
+pub(crate) struct Chunks<'a> {
+    src: Cursor<'a>,
+    dst: Cursor<'a>,
+    max_seg: u32,
+}
+
+impl Iterator for Chunks<'_> {
+    type Item = Chunk;
+
+    fn next(&mut self) -> Option<Chunk> {
+        let (src, src_left) = self.src.current()?;
+        let (dst, dst_left) = self.dst.current()?;
+        let len = src_left.min(dst_left).min(self.max_seg);
+        if len == 0 {
+            return None;
+        }
+        self.src.advance(len);
+        self.dst.advance(len);
+        Some(Chunk { dst, src, len })
+    }
+}

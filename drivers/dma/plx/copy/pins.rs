@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The bound on user pages pinned by all open files together.
+//!
+//! A copy reserves the pages it spans before pinning them and gives them
+//! back when it is reaped, so a process cannot pin unbounded memory by
+//! submitting without reaping. A reservation that does not fit fails with
+//! `EAGAIN`: retry once earlier copies are reaped.
+
+use kernel::{
+    prelude::*,
+    sync::atomic::{Atomic, Relaxed},
+};
+
+/// Pages reserved now, all files.
+static PINNED: Atomic<u64> = Atomic::new(0);
+
+/// Pages reserved by one copy; returned on drop.
+pub(crate) struct PinReservation(u64);
+
+impl PinReservation {
+    /// Reserves `pages` of the `max` all files may hold.
+    pub(crate) fn take(pages: u64, max: u64) -> Result<Self> {
+        let mut cur = PINNED.load(Relaxed);
+        loop {
+            let new = cur.checked_add(pages).filter(|&n| n <= max).ok_or(EAGAIN)?;
+            match PINNED.cmpxchg(cur, new, Relaxed) {
+                Ok(_) => return Ok(Self(pages)),
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+}
+
+impl Drop for PinReservation {
+    fn drop(&mut self) {
+        PINNED.fetch_sub(self.0, Relaxed);
+    }
+}
+
+/// Pages reserved now, all files.
+pub(crate) fn pinned_now() -> u64 {
+    PINNED.load(Relaxed)
+}

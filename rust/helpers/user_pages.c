@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Pin a user buffer and map it for a device's DMA: pin_user_pages_fast(),
+ * a scatterlist cut at the device's max_seg_size, dma_map_sgtable(). The
+ * steps are macros and inlines or need a page array Rust has no type for,
+ * so they live here, and rust/kernel/user_pages.rs gives them a safe owner.
+ */
+#include <linux/dma-mapping.h>
+#include <linux/mm.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+
+#include "user_pages.h"
+
+struct rust_user_dma {
+	struct device *dev;
+	struct page **pages;
+	unsigned int npages;
+	enum dma_data_direction dir;
+	struct sg_table sgt;
+};
+
+/*
+ * Pins [uaddr, uaddr + len) (writable unless @to_device) and maps it for
+ * @dev. @longterm pins with FOLL_LONGTERM, for buffers held beyond the
+ * system call. On failure returns NULL with *err set; nothing stays pinned
+ * or mapped.
+ */
+struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
+					size_t len, bool to_device,
+					bool longterm, int *err)
+{
+	unsigned int offset = offset_in_page(uaddr);
+	unsigned int gup = (to_device ? 0 : FOLL_WRITE) |
+			   (longterm ? FOLL_LONGTERM : 0);
+	struct rust_user_dma *ud;
+	unsigned long npages;
+	int pinned, ret;
+
+	if (!len || uaddr + len < uaddr) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	npages = DIV_ROUND_UP(offset + len, PAGE_SIZE);
+	if (npages > INT_MAX) {
+		*err = -E2BIG;
+		return NULL;
+	}
+	ud = kzalloc(sizeof(*ud), GFP_KERNEL);
+	if (!ud) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	ud->dev = dev;
+	ud->dir = to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
+	ud->pages = kvmalloc_array(npages, sizeof(*ud->pages), GFP_KERNEL);
+	if (!ud->pages) {
+		ret = -ENOMEM;
+		goto free_ud;
+	}
+	pinned = pin_user_pages_fast(uaddr & PAGE_MASK, npages, gup, ud->pages);
+	if (pinned < 0) {
+		ret = pinned;
+		goto free_pages;
+	}
+	ud->npages = pinned;
+	if (pinned != npages) {
+		/* Part of the range is not mapped, or not writable. */
+		ret = -EFAULT;
+		goto unpin;
+	}
+	ret = sg_alloc_table_from_pages_segment(&ud->sgt, ud->pages, npages,
+						offset, len,
+						dma_get_max_seg_size(dev),
+						GFP_KERNEL);
+	if (ret)
+		goto unpin;
+	ret = dma_map_sgtable(dev, &ud->sgt, ud->dir, 0);
+	if (ret)
+		goto free_sgt;
+	return ud;
+
+free_sgt:
+	sg_free_table(&ud->sgt);
+unpin:
+	unpin_user_pages(ud->pages, ud->npages);
+free_pages:
+	kvfree(ud->pages);
+free_ud:
+	kfree(ud);
+	*err = ret;
+	return NULL;
+}
+
+/* DMA segments of the mapping (the IOMMU may have merged pages). */
+unsigned int rust_user_dma_nents(const struct rust_user_dma *ud)
+{
+	return ud->sgt.nents;
+}
+
+/* Pages pinned for the mapping. */
+unsigned int rust_user_dma_npages(const struct rust_user_dma *ud)
+{
+	return ud->npages;
+}
+
+/* Copies up to @max DMA segments out; returns how many. */
+unsigned int rust_user_dma_segments(const struct rust_user_dma *ud,
+				    dma_addr_t *addr, u32 *len,
+				    unsigned int max)
+{
+	struct scatterlist *sg;
+	unsigned int i, n = 0;
+
+	for_each_sgtable_dma_sg(&ud->sgt, sg, i) {
+		if (n == max)
+			break;
+		addr[n] = sg_dma_address(sg);
+		len[n] = sg_dma_len(sg);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Unmaps, marks written pages dirty, unpins and frees. May sleep (the
+ * dirtying locks the pages).
+ */
+void rust_user_dma_unmap(struct rust_user_dma *ud)
+{
+	might_sleep();
+	dma_unmap_sgtable(ud->dev, &ud->sgt, ud->dir, 0);
+	sg_free_table(&ud->sgt);
+	unpin_user_pages_dirty_lock(ud->pages, ud->npages,
+				    ud->dir == DMA_FROM_DEVICE);
+	kvfree(ud->pages);
+	kfree(ud);
+}

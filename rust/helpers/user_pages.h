@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The C glue under the Rust user-page DMA abstraction
+ * (rust/kernel/user_pages.rs, which declares these again as `extern "C"`).
+ */
+#ifndef RUST_HELPERS_USER_PAGES_H
+#define RUST_HELPERS_USER_PAGES_H
+
+#include <linux/types.h>
+
+struct device;
+struct rust_user_dma;
+
+struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
+					size_t len, bool to_device,
+					bool longterm, int *err);
+unsigned int rust_user_dma_nents(const struct rust_user_dma *ud);
+unsigned int rust_user_dma_npages(const struct rust_user_dma *ud);
+unsigned int rust_user_dma_segments(const struct rust_user_dma *ud,
+				    dma_addr_t *addr, u32 *len,
+				    unsigned int max);
+void rust_user_dma_unmap(struct rust_user_dma *ud);
+
+#endif /* RUST_HELPERS_USER_PAGES_H */

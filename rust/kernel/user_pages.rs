@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! User memory pinned and mapped for a device's DMA.
+//!
+//! C header: [`include/linux/mm.h`](srctree/include/linux/mm.h) (the
+//! `pin_user_pages` family),
+//! [`include/linux/dma-mapping.h`](srctree/include/linux/dma-mapping.h).
+//!
+//! A [`UserDma`] owns one user range for as long as a device may access it:
+//! the pages are pinned (with `FOLL_WRITE` when the device writes them), a
+//! scatterlist is built no longer per segment than the device's
+//! `max_seg_size`, and the list is mapped through the DMA API, so behind an
+//! IOMMU the device sees IOVAs. Dropping it unmaps, marks written pages
+//! dirty and unpins, in that order; the drop may sleep.
+//!
+//! The steps are C macros and inlines, so they live in
+//! `rust/helpers/user_pages.c`. All `unsafe` code of the user-page support
+//! is in this file.
+
+use core::{ffi::c_void, ptr::NonNull};
+use kernel::{device::Device, dma::DmaAddress, prelude::*};
+
+mod ffi {
+    use core::ffi::{c_int, c_uint, c_ulong, c_void};
+    use kernel::dma::DmaAddress;
+
+    extern "C" {
+        pub(super) fn rust_user_dma_map(
+            dev: *mut c_void,
+            uaddr: c_ulong,
+            len: usize,
+            to_device: bool,
+            longterm: bool,
+            err: *mut c_int,
+        ) -> *mut c_void;
+        pub(super) fn rust_user_dma_nents(ud: *const c_void) -> c_uint;
+        pub(super) fn rust_user_dma_npages(ud: *const c_void) -> c_uint;
+        pub(super) fn rust_user_dma_segments(
+            ud: *const c_void,
+            addr: *mut DmaAddress,
+            len: *mut u32,
+            max: c_uint,
+        ) -> c_uint;
+        pub(super) fn rust_user_dma_unmap(ud: *mut c_void);
+    }
+}
+
+/// Which way the device moves data through a [`UserDma`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// The device reads the user memory (a copy's source).
+    DeviceReads,
+    /// The device writes the user memory (a copy's destination).
+    DeviceWrites,
+}
+
+/// How long the pages stay pinned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PinDuration {
+    /// Unpinned before the system call that pinned them returns.
+    Short,
+    /// May outlive the system call (`FOLL_LONGTERM`): the pages are first
+    /// migrated out of movable zones and CMA, and file-backed mappings that
+    /// cannot be pinned for long are refused.
+    Long,
+}
+
+/// One DMA segment of a [`UserDma`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Segment {
+    /// Bus address (an IOVA behind an IOMMU).
+    pub addr: DmaAddress,
+    /// Length in bytes.
+    pub len: u32,
+}
+
+/// A user range, pinned and mapped for a device.
+///
+/// # Invariants
+///
+/// `raw` is a live `struct rust_user_dma` from `rust_user_dma_map`, owned
+/// by this value and released exactly once, in `drop`.
+pub struct UserDma {
+    raw: NonNull<c_void>,
+    segments: KVec<Segment>,
+    pages: usize,
+}
+
+// SAFETY: The C object is only read after creation and freed once; the
+// pinned pages and the mapping are not tied to the creating thread.
+unsafe impl Send for UserDma {}
+// SAFETY: `&self` methods only read.
+unsafe impl Sync for UserDma {}
+
+impl UserDma {
+    /// Pins `len` bytes of the current process's memory at `uaddr` and maps
+    /// them for `dev`.
+    ///
+    /// Errors: `EINVAL` for an empty or wrapping range, `EFAULT` when part
+    /// of the range is unmapped (or read-only and `access` is
+    /// [`Access::DeviceWrites`]), `ENOMEM`, or the error of the DMA API.
+    pub fn map(
+        dev: &Device,
+        uaddr: usize,
+        len: usize,
+        access: Access,
+        duration: PinDuration,
+    ) -> Result<Self> {
+        let mut err: core::ffi::c_int = 0;
+        // `Device` is `repr(transparent)` over `struct device`.
+        let dev_ptr = core::ptr::from_ref(dev).cast_mut().cast::<c_void>();
+        // SAFETY: `dev_ptr` is a valid device for the duration of the call;
+        // `err` is a valid out pointer. The helper pins memory of the
+        // current task only.
+        let raw = unsafe {
+            ffi::rust_user_dma_map(
+                dev_ptr,
+                uaddr as _,
+                len,
+                access == Access::DeviceReads,
+                duration == PinDuration::Long,
+                &mut err,
+            )
+        };
+        let Some(raw) = NonNull::new(raw) else {
+            return Err(if err < 0 {
+                Error::from_errno(err)
+            } else {
+                EINVAL
+            });
+        };
+        // INVARIANT: `raw` came from `rust_user_dma_map` and is owned here;
+        // if collecting the segments fails, `drop` releases it.
+        let mut this = Self {
+            raw,
+            segments: KVec::new(),
+            pages: 0,
+        };
+        // SAFETY: `raw` is live (type invariant).
+        let n = unsafe { ffi::rust_user_dma_nents(raw.as_ptr()) } as usize;
+        // SAFETY: As above.
+        this.pages = unsafe { ffi::rust_user_dma_npages(raw.as_ptr()) } as usize;
+        let mut addrs = KVec::<DmaAddress>::with_capacity(n, GFP_KERNEL)?;
+        let mut lens = KVec::<u32>::with_capacity(n, GFP_KERNEL)?;
+        // SAFETY: `raw` is live and both arrays have room for `n` entries.
+        let got = unsafe {
+            ffi::rust_user_dma_segments(raw.as_ptr(), addrs.as_mut_ptr(), lens.as_mut_ptr(), n as _)
+        } as usize;
+        // SAFETY: The helper initialised the first `got <= n` entries.
+        unsafe {
+            addrs.inc_len(got.min(n));
+            lens.inc_len(got.min(n));
+        }
+        this.segments = KVec::with_capacity(addrs.len(), GFP_KERNEL)?;
+        for (&addr, &len) in addrs.iter().zip(lens.iter()) {
+            this.segments.push(Segment { addr, len }, GFP_KERNEL)?;
+        }
+        Ok(this)
+    }
+
+    /// The DMA segments, in address order of the user range.
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// Pages pinned for this range.
+    pub fn pinned_pages(&self) -> usize {
+        self.pages
+    }
+
+    /// Pages the range `[uaddr, uaddr + len)` spans, as [`Self::map`] would
+    /// pin them; `None` if the range wraps.
+    pub fn pages_spanned(uaddr: usize, len: usize) -> Option<usize> {
+        let end = uaddr.checked_add(len)?;
+        let first = uaddr / kernel::page::PAGE_SIZE;
+        let last = end.div_ceil(kernel::page::PAGE_SIZE);
+        Some(last - first)
+    }
+}
+
+impl Drop for UserDma {
+    fn drop(&mut self) {
+        // SAFETY: `raw` is live and owned (type invariant); this is its
+        // only release.
+        unsafe { ffi::rust_user_dma_unmap(self.raw.as_ptr()) };
+    }
+}

@@ -1,0 +1,54 @@
+# SPDX-License-Identifier: GPL-2.0
+# Guest half of suite "uapi": load rust_plx_dma on four emulated channels
+# and plx_dma_copy, name the special channels for the kselftests (2 fails
+# reads, 3 stalls, 1 is unbound and bound again) and run them. Each
+# kselftest result becomes a test point; a skipped kselftest is a failure
+# here, since every channel it needs is given.
+. /guest/lib.sh
+
+# Small enough that the pin-bound test reaches it with a few 4 MiB copies,
+# large enough for one 16 MiB copy (4096 + 4096 pages, plus two).
+MAX_PINNED=10000
+
+check "modprobe rust_plx_dma" modprobe rust_plx_dma
+check "modprobe plx_dma_copy max_pinned_pages=$MAX_PINNED" modprobe plx_dma_copy max_pinned_pages=$MAX_PINNED
+check "/dev/plx-dma-copy exists" test -c /dev/plx-dma-copy
+check "plx_dma_copy refuses max_pinned_pages=0 (EINVAL, message)" sh -c \
+	'rmmod plx_dma_copy && ! modprobe plx_dma_copy max_pinned_pages=0 2>/dev/null &&
+	 dmesg | grep -q "plx_dma_copy: max_pinned_pages=0 is invalid" &&
+	 modprobe plx_dma_copy max_pinned_pages='$MAX_PINNED
+
+# The emulator's channels are on the bus in order, and rust_plx_dma probes
+# and numbers them in bus order: channel N is dmaNchan0.
+for n in 0 1 2 3; do
+	echo "# dma${n}chan0: $(basename "$(readlink /sys/class/dma/dma${n}chan0/device)")"
+done
+export PLX_DMA_CHAN=dma0chan0 PLX_DMA_UNBIND_CHAN=dma1chan0
+export PLX_DMA_FAULT_CHAN=dma2chan0 PLX_DMA_STALL_CHAN=dma3chan0
+
+out=/tmp/plx_dma_copy_test.tap
+rc=0
+/usr/local/bin/plx_dma_copy_test >"$out" 2>&1 || rc=$?
+sed 's/^/# /' "$out"
+while read -r line; do
+	case "$line" in
+	"ok "*"# SKIP"*) not_ok "kselftest skipped: ${line#ok }" ;;
+	"ok "*) ok "kselftest ${line#ok }" ;;
+	"not ok "*) not_ok "kselftest ${line#not ok }" ;;
+	esac
+done <"$out"
+check "kselftest harness exit status 0 (saw $rc)" test "$rc" -eq 0
+check "kselftest totals: no failure, no skip" grep -q '^# Totals: pass:[1-9][0-9]* fail:0 xfail:0 xpass:0 skip:0 error:0' "$out"
+
+# The user-buffer copies really went through the engine: the counters of
+# the channels the kselftests used moved.
+for n in 0 2 3; do
+	f=$(basename "$(readlink /sys/class/dma/dma${n}chan0/device)")
+	sed "s/^/# dma${n} $f: /" "/sys/kernel/debug/rust_plx_dma-$f/stats"
+done
+f0=$(basename "$(readlink /sys/class/dma/dma0chan0/device)")
+sub=$(sed -n 's/^submitted: //p' "/sys/kernel/debug/rust_plx_dma-$f0/stats")
+check "dma0 took the kselftests' descriptors (submitted=$sub)" test "${sub:-0}" -gt 1000
+check "rmmod plx_dma_copy" rmmod plx_dma_copy
+check "rmmod rust_plx_dma" rmmod rust_plx_dma
+finish

@@ -1,0 +1,23 @@
+# SPDX-License-Identifier: GPL-2.0
+# Suite: /dev/plx-dma-copy kselftests in the guest behind intel-iommu: sizes, alignments, threads, bad inputs, batches, pin bound, munmap races, signals, timeouts, device faults (EIO), unbind mid-copy
+. "$(dirname "$0")/../lib.sh"
+. "$REPO/scripts/guest/lib.sh"
+
+results=$REPO/build/results
+mkdir -p "$results"
+selftests=$("$REPO/scripts/selftests-build.sh") || {
+	not_ok "the kselftests build"
+	finish
+}
+ok "the kselftests build (kselftest_harness.h, lib.mk, static)"
+
+# Four channels: 0 and 1 work, 2 fails every source read, 3 holds each
+# descriptor for STALL_MS (below the driver's 5 s watchdog).
+STALL_MS=3000
+EMU_ARGS="--fault 2:fail-read-all --fault 3:stall=$STALL_MS"
+rc=0
+run_emulated_guest uapi 4 1200 "$REPO/scripts/suites/uapi.guest.sh" \
+	-a "$selftests/plx_dma_copy_test:/usr/local/bin/plx_dma_copy_test" || rc=$?
+guest_points uapi
+check "uapi guest ran to the end with status 0, no splat" test "$rc" -eq 0
+finish

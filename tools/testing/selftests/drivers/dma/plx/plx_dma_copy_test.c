@@ -1,0 +1,809 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kselftests of /dev/plx-dma-copy (include/uapi/linux/plx_dma_copy.h).
+ *
+ * Needs the plx_dma_copy module and a memcpy channel; skips without them.
+ * The environment names channels with special behaviour, each test that
+ * needs one skipping when it is not given:
+ *
+ *   PLX_DMA_CHAN         channel for the ordinary tests (default: any)
+ *   PLX_DMA_FAULT_CHAN   a channel whose engine fails every source read
+ *   PLX_DMA_STALL_CHAN   a channel whose engine holds each descriptor for
+ *                        a second or more
+ *   PLX_DMA_UNBIND_CHAN  a channel whose PCI function may be unbound and
+ *                        bound again (the unbind test does that)
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/plx_dma_copy.h>
+
+#include "kselftest_harness.h"
+
+#define DEV_PATH "/dev/plx-dma-copy"
+#define PAGE 4096UL
+#define MiB (1UL << 20)
+
+/* The published layout: growing a structure must not move these. */
+_Static_assert(sizeof(struct plx_dma_info) == 104, "plx_dma_info v1 size");
+_Static_assert(sizeof(struct plx_dma_attach) == 40, "plx_dma_attach v1 size");
+_Static_assert(sizeof(struct plx_dma_copy) == 48, "plx_dma_copy v1 size");
+_Static_assert(sizeof(struct plx_dma_submit) == 24, "plx_dma_submit v1 size");
+_Static_assert(sizeof(struct plx_dma_completion) == 16, "completion size");
+_Static_assert(sizeof(struct plx_dma_reap) == 32, "plx_dma_reap v1 size");
+
+/* Opens the device, or returns -1 with errno (ENOENT: not loaded). */
+static int open_dev(void)
+{
+	return open(DEV_PATH, O_RDWR | O_CLOEXEC);
+}
+
+static int attach(int fd, const char *name)
+{
+	struct plx_dma_attach a = { .size = sizeof(a) };
+
+	if (name)
+		snprintf(a.channel, sizeof(a.channel), "%s", name);
+	return ioctl(fd, PLX_DMA_IOC_ATTACH, &a);
+}
+
+static int info(int fd, struct plx_dma_info *i)
+{
+	memset(i, 0, sizeof(*i));
+	i->size = sizeof(*i);
+	return ioctl(fd, PLX_DMA_IOC_INFO, i);
+}
+
+/* One synchronous copy: the ioctl's return value, errno on -1. */
+static long copy(int fd, const void *src, void *dst, size_t len,
+		 unsigned int timeout_ms)
+{
+	struct plx_dma_copy c = {
+		.size = sizeof(c),
+		.src = (uintptr_t)src,
+		.dst = (uintptr_t)dst,
+		.len = len,
+		.timeout_ms = timeout_ms,
+	};
+
+	return ioctl(fd, PLX_DMA_IOC_COPY, &c);
+}
+
+static void *map_pages(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void fill(unsigned char *p, size_t len, unsigned int seed)
+{
+	for (size_t i = 0; i < len; i++) {
+		seed = seed * 1103515245u + 12345u;
+		p[i] = seed >> 16;
+	}
+}
+
+/* Index of the first byte of p[0..len) that is not v, or -1. */
+static long first_not(const unsigned char *p, size_t len, unsigned char v)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != v)
+			return i;
+	return -1;
+}
+
+static uint64_t pinned_pages(int fd)
+{
+	struct plx_dma_info i;
+
+	return info(fd, &i) ? UINT64_MAX : i.pinned_pages;
+}
+
+FIXTURE(dev) {
+	int fd;
+	struct plx_dma_info info;
+};
+
+FIXTURE_SETUP(dev)
+{
+	const char *chan = getenv("PLX_DMA_CHAN");
+
+	self->fd = open_dev();
+	if (self->fd < 0 && (errno == ENOENT || errno == ENODEV || errno == ENXIO))
+		SKIP(return, "%s: %s (plx_dma_copy not loaded?)", DEV_PATH,
+		     strerror(errno));
+	ASSERT_LE(0, self->fd) TH_LOG("open %s: %s", DEV_PATH, strerror(errno));
+	if (attach(self->fd, chan)) {
+		if (errno == ENODEV)
+			SKIP(return, "no memcpy channel %s", chan ? chan : "free");
+		ASSERT_EQ(0, errno) TH_LOG("attach %s", chan ? chan : "(any)");
+	}
+	ASSERT_EQ(0, info(self->fd, &self->info));
+}
+
+FIXTURE_TEARDOWN(dev)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+TEST_F(dev, info)
+{
+	struct plx_dma_info i;
+
+	ASSERT_EQ(0, info(self->fd, &i));
+	EXPECT_EQ(PLX_DMA_COPY_ABI_VERSION, i.abi_version);
+	EXPECT_LE(16 * MiB, i.max_len);
+	EXPECT_LE(1, i.max_batch);
+	EXPECT_LE(1, i.max_in_flight);
+	EXPECT_LT(0, i.max_pinned_pages);
+	EXPECT_EQ(0, strncmp(i.channel, "dma", 3)) TH_LOG("channel '%s'", i.channel);
+	EXPECT_EQ(0, i.in_flight);
+}
+
+/* The kernel writes no more than the caller's size says. */
+TEST_F(dev, info_writes_within_size)
+{
+	unsigned char buf[sizeof(struct plx_dma_info) + 16];
+
+	memset(buf, 0xa5, sizeof(buf));
+	((struct plx_dma_info *)buf)->size = sizeof(struct plx_dma_info);
+	ASSERT_EQ(0, ioctl(self->fd, PLX_DMA_IOC_INFO, buf));
+	EXPECT_EQ(-1, first_not(buf + sizeof(struct plx_dma_info), 16, 0xa5));
+}
+
+/* Copies len bytes at the given offsets into fresh buffers and checks
+ * the destination, and that the bytes around it are untouched. */
+static int copy_and_check(struct __test_metadata *_metadata, int fd,
+			  size_t len, size_t src_off, size_t dst_off)
+{
+	size_t guard = 64;
+	size_t sbytes = (src_off + len + PAGE - 1) / PAGE * PAGE;
+	size_t dbytes = (dst_off + len + guard + PAGE - 1) / PAGE * PAGE + PAGE;
+	unsigned char *s = map_pages(sbytes), *d = map_pages(dbytes);
+	long r, bad;
+
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	fill(s + src_off, len, len ^ (src_off << 8) ^ dst_off);
+	memset(d, 0x5a, dbytes);
+	r = copy(fd, s + src_off, d + dst_off, len, 0);
+	EXPECT_EQ((long)len, r) TH_LOG("len %zu src+%zu dst+%zu: %s", len,
+				       src_off, dst_off, strerror(errno));
+	EXPECT_EQ(0, memcmp(s + src_off, d + dst_off, len))
+		TH_LOG("len %zu src+%zu dst+%zu: data differs", len, src_off,
+		       dst_off);
+	bad = first_not(d, dst_off, 0x5a);
+	EXPECT_EQ(-1, bad) TH_LOG("byte %ld before the destination written", bad);
+	bad = first_not(d + dst_off + len, guard, 0x5a);
+	EXPECT_EQ(-1, bad) TH_LOG("byte %ld after the destination written", bad);
+	munmap(s, sbytes);
+	munmap(d, dbytes);
+	return r == (long)len ? 0 : -1;
+}
+
+TEST_F(dev, sizes_1B_to_16MiB)
+{
+	static const size_t sizes[] = {
+		1, 2, 3, 7, 8, 63, 64, 511, 4095, 4096, 4097, 8191, 65535,
+		65536, 65537, 1 << 20, (1 << 20) + 3, 4 << 20, 16 << 20,
+	};
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		copy_and_check(_metadata, self->fd, sizes[i], 0, 0);
+	EXPECT_EQ(0, pinned_pages(self->fd));
+}
+
+TEST_F(dev, alignment_classes)
+{
+	/* Every pair of source and destination alignment mod 8, plus
+	 * cache-line and page-end offsets. */
+	static const size_t offs[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 63, 64, 4095 };
+	const size_t n = sizeof(offs) / sizeof(offs[0]);
+
+	for (size_t a = 0; a < n; a++)
+		for (size_t b = 0; b < n; b++)
+			copy_and_check(_metadata, self->fd, 1000 + a + b,
+				       offs[a], offs[b]);
+}
+
+TEST_F(dev, page_crossings)
+{
+	/* Ranges that start just before a page end and span 2..5 pages, on
+	 * one side or both. */
+	for (size_t pages = 1; pages <= 4; pages++) {
+		copy_and_check(_metadata, self->fd, pages * PAGE + 2, PAGE - 1, 0);
+		copy_and_check(_metadata, self->fd, pages * PAGE + 2, 0, PAGE - 1);
+		copy_and_check(_metadata, self->fd, pages * PAGE, PAGE - 3, PAGE - 5);
+		copy_and_check(_metadata, self->fd, 2, PAGE - 1, PAGE - 1);
+	}
+}
+
+struct worker {
+	int fd;
+	unsigned int id;
+	int errors;
+};
+
+#define THREADS 8
+#define THREAD_COPIES 40
+
+static void *copy_worker(void *arg)
+{
+	struct worker *w = arg;
+	size_t len = 3 * PAGE + 100 + w->id;
+	unsigned char *s = map_pages(len + PAGE), *d = map_pages(len + PAGE);
+
+	if (!s || !d) {
+		w->errors++;
+		return NULL;
+	}
+	for (unsigned int i = 0; i < THREAD_COPIES; i++) {
+		fill(s + w->id, len, w->id * 1000 + i);
+		memset(d, 0, len + PAGE);
+		if (copy(w->fd, s + w->id, d + i % 64, len, 0) != (long)len ||
+		    memcmp(s + w->id, d + i % 64, len))
+			w->errors++;
+	}
+	munmap(s, len + PAGE);
+	munmap(d, len + PAGE);
+	return NULL;
+}
+
+TEST_F(dev, many_threads_one_file)
+{
+	pthread_t t[THREADS];
+	struct worker w[THREADS];
+	struct plx_dma_info i;
+
+	for (unsigned int k = 0; k < THREADS; k++) {
+		w[k] = (struct worker){ .fd = self->fd, .id = k };
+		ASSERT_EQ(0, pthread_create(&t[k], NULL, copy_worker, &w[k]));
+	}
+	for (unsigned int k = 0; k < THREADS; k++) {
+		pthread_join(t[k], NULL);
+		EXPECT_EQ(0, w[k].errors) TH_LOG("thread %u", k);
+	}
+	ASSERT_EQ(0, info(self->fd, &i));
+	EXPECT_EQ(THREADS * THREAD_COPIES, i.copies);
+	EXPECT_EQ(0, i.failed);
+	EXPECT_EQ(0, i.pinned_pages);
+}
+
+/* Expects COPY with @c to fail with @err, then a good copy to work and no
+ * page to stay pinned: a rejected request loses nothing. */
+static void expect_rejected(struct __test_metadata *_metadata, int fd,
+			    struct plx_dma_copy *c, int err, const char *what)
+{
+	unsigned char s[256], d[256];
+
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(fd, PLX_DMA_IOC_COPY, c)) TH_LOG("%s accepted", what);
+	EXPECT_EQ(err, errno) TH_LOG("%s: errno %d (%s), want %d", what, errno,
+				     strerror(errno), err);
+	fill(s, sizeof(s), err);
+	memset(d, 0, sizeof(d));
+	EXPECT_EQ((long)sizeof(s), copy(fd, s, d, sizeof(s), 0))
+		TH_LOG("good copy after %s: %s", what, strerror(errno));
+	EXPECT_EQ(0, memcmp(s, d, sizeof(s))) TH_LOG("after %s", what);
+	EXPECT_EQ(0, pinned_pages(fd)) TH_LOG("pages left pinned after %s", what);
+}
+
+TEST_F(dev, bad_inputs)
+{
+	unsigned char *buf = map_pages(4 * PAGE);
+	unsigned char *ro = mmap(NULL, PAGE, PROT_READ,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned char *gone = map_pages(PAGE);
+	struct plx_dma_copy c, good = {
+		.size = sizeof(good),
+		.src = (uintptr_t)buf,
+		.dst = (uintptr_t)(buf + 2 * PAGE),
+		.len = 100,
+	};
+	unsigned char big[sizeof(struct plx_dma_copy) + 16];
+
+	ASSERT_NE(NULL, buf);
+	ASSERT_NE(MAP_FAILED, ro);
+	ASSERT_NE(NULL, gone);
+	ASSERT_EQ(0, munmap(gone, PAGE));
+
+	c = good, c.src = 0;
+	expect_rejected(_metadata, self->fd, &c, EFAULT, "NULL source");
+	c = good, c.dst = 0;
+	expect_rejected(_metadata, self->fd, &c, EFAULT, "NULL destination");
+	c = good, c.dst = (uintptr_t)gone;
+	expect_rejected(_metadata, self->fd, &c, EFAULT, "unmapped destination");
+	c = good, c.src = (uintptr_t)gone;
+	expect_rejected(_metadata, self->fd, &c, EFAULT, "unmapped source");
+	c = good, c.dst = (uintptr_t)ro;
+	expect_rejected(_metadata, self->fd, &c, EFAULT, "read-only destination");
+	c = good, c.len = 3 * PAGE;
+	expect_rejected(_metadata, self->fd, &c, EFAULT, "destination running off the mapping");
+	c = good, c.len = 0;
+	expect_rejected(_metadata, self->fd, &c, EINVAL, "zero length");
+	c = good, c.len = self->info.max_len + 1;
+	expect_rejected(_metadata, self->fd, &c, E2BIG, "length over max_len");
+	c = good, c.len = UINT64_MAX;
+	expect_rejected(_metadata, self->fd, &c, E2BIG, "length 2^64-1");
+	c = good, c.dst = c.src + 50;
+	expect_rejected(_metadata, self->fd, &c, EINVAL, "overlapping ranges");
+	c = good, c.dst = c.src;
+	expect_rejected(_metadata, self->fd, &c, EINVAL, "identical ranges");
+	c = good, c.flags = 1;
+	expect_rejected(_metadata, self->fd, &c, EINVAL, "unknown flag");
+	c = good, c.__reserved = 1;
+	expect_rejected(_metadata, self->fd, &c, EINVAL, "reserved field set");
+	c = good, c.size = 8;
+	expect_rejected(_metadata, self->fd, &c, EINVAL, "struct size too small");
+	c = good, c.size = 0;
+	expect_rejected(_metadata, self->fd, &c, EINVAL, "struct size 0");
+	c = good, c.size = 1 << 20;
+	expect_rejected(_metadata, self->fd, &c, E2BIG, "struct size 1 MiB");
+
+	/* A later, larger version of the structure: accepted when the bytes
+	 * this kernel does not know are zero, refused otherwise. */
+	memset(big, 0, sizeof(big));
+	c = good, c.size = sizeof(big);
+	memcpy(big, &c, sizeof(c));
+	EXPECT_EQ(100, ioctl(self->fd, PLX_DMA_IOC_COPY, big));
+	big[sizeof(c) + 3] = 1;
+	expect_rejected(_metadata, self->fd, (struct plx_dma_copy *)big, E2BIG,
+			"unknown trailing field set");
+
+	EXPECT_EQ(-1, ioctl(self->fd, PLX_DMA_IOC_COPY, NULL));
+	EXPECT_EQ(EFAULT, errno) TH_LOG("NULL argument");
+	EXPECT_EQ(-1, ioctl(self->fd, _IO(PLX_DMA_IOC_MAGIC, 99), &c));
+	EXPECT_EQ(ENOTTY, errno) TH_LOG("unknown ioctl");
+	EXPECT_EQ(-1, attach(self->fd, NULL));
+	EXPECT_EQ(EBUSY, errno) TH_LOG("second attach");
+	EXPECT_EQ(0, pinned_pages(self->fd));
+	munmap(buf, 4 * PAGE);
+	munmap(ro, PAGE);
+}
+
+TEST(attach_errors)
+{
+	struct plx_dma_attach a = { .size = sizeof(a) };
+	int fd = open_dev();
+
+	if (fd < 0)
+		SKIP(return, "%s: %s", DEV_PATH, strerror(errno));
+	snprintf(a.channel, sizeof(a.channel), "dma999chan9");
+	EXPECT_EQ(-1, ioctl(fd, PLX_DMA_IOC_ATTACH, &a));
+	EXPECT_EQ(ENODEV, errno);
+	a.flags = 1;
+	EXPECT_EQ(-1, ioctl(fd, PLX_DMA_IOC_ATTACH, &a));
+	EXPECT_EQ(EINVAL, errno);
+	a.flags = 0;
+	memset(a.channel, 'x', sizeof(a.channel));
+	EXPECT_EQ(-1, ioctl(fd, PLX_DMA_IOC_ATTACH, &a));
+	EXPECT_EQ(EINVAL, errno) TH_LOG("name without NUL");
+	close(fd);
+}
+
+static long submit(int fd, struct plx_dma_copy *c, unsigned int n)
+{
+	struct plx_dma_submit s = {
+		.size = sizeof(s),
+		.count = n,
+		.copies = (uintptr_t)c,
+		.copy_size = sizeof(*c),
+	};
+
+	return ioctl(fd, PLX_DMA_IOC_SUBMIT, &s);
+}
+
+static long reap(int fd, struct plx_dma_completion *out, unsigned int min,
+		 unsigned int max, unsigned int timeout_ms)
+{
+	struct plx_dma_reap r = {
+		.size = sizeof(r),
+		.min = min,
+		.max = max,
+		.timeout_ms = timeout_ms,
+		.completions = (uintptr_t)out,
+	};
+
+	return ioctl(fd, PLX_DMA_IOC_REAP, &r);
+}
+
+TEST_F(dev, batch_submit_and_reap)
+{
+	unsigned int n = self->info.max_batch < 64 ? self->info.max_batch : 64;
+	size_t len = 2 * PAGE + 17;
+	unsigned char *s = map_pages(n * 3 * PAGE), *d = map_pages(n * 3 * PAGE);
+	struct plx_dma_copy c[64];
+	struct plx_dma_completion done[64];
+	unsigned int got = 0, seen[64] = { 0 };
+
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	fill(s, n * 3 * PAGE, 7);
+	memset(d, 0, n * 3 * PAGE);
+	for (unsigned int k = 0; k < n; k++)
+		c[k] = (struct plx_dma_copy){
+			.size = sizeof(c[k]),
+			.src = (uintptr_t)(s + k * 3 * PAGE + k),
+			.dst = (uintptr_t)(d + k * 3 * PAGE),
+			.len = len,
+			.user_data = 1000 + k,
+		};
+	ASSERT_EQ(n, submit(self->fd, c, n)) TH_LOG("%s", strerror(errno));
+	while (got < n) {
+		long r = reap(self->fd, done, 1, 64, 10000);
+
+		ASSERT_LT(0, r) TH_LOG("reap: %s", strerror(errno));
+		for (long k = 0; k < r; k++) {
+			uint64_t id = done[k].user_data - 1000;
+
+			ASSERT_LT(id, n);
+			EXPECT_EQ((int64_t)len, done[k].result) TH_LOG("copy %llu", (unsigned long long)id);
+			seen[id]++;
+		}
+		got += r;
+	}
+	for (unsigned int k = 0; k < n; k++) {
+		EXPECT_EQ(1, seen[k]);
+		EXPECT_EQ(0, memcmp(s + k * 3 * PAGE + k, d + k * 3 * PAGE, len))
+			TH_LOG("copy %u", k);
+	}
+	EXPECT_EQ(0, reap(self->fd, done, 0, 64, 0)) TH_LOG("nothing left to reap");
+	EXPECT_EQ(0, pinned_pages(self->fd));
+}
+
+TEST_F(dev, reap_keeps_completions_on_efault)
+{
+	unsigned char s[512], d[512];
+	struct plx_dma_copy c = {
+		.size = sizeof(c), .src = (uintptr_t)s, .dst = (uintptr_t)d,
+		.len = sizeof(s), .user_data = 42,
+	};
+	struct plx_dma_completion done[4];
+
+	fill(s, sizeof(s), 3);
+	ASSERT_EQ(1, submit(self->fd, &c, 1));
+	EXPECT_EQ(-1, reap(self->fd, (void *)8, 1, 4, 10000));
+	EXPECT_EQ(EFAULT, errno);
+	ASSERT_EQ(1, reap(self->fd, done, 1, 4, 10000));
+	EXPECT_EQ(42, done[0].user_data);
+	EXPECT_EQ((int64_t)sizeof(s), done[0].result);
+	EXPECT_EQ(0, memcmp(s, d, sizeof(s)));
+}
+
+TEST_F(dev, submit_errors)
+{
+	unsigned char s[64], d[64];
+	struct plx_dma_copy c[2] = {
+		{ .size = sizeof(c[0]), .src = (uintptr_t)s, .dst = (uintptr_t)d, .len = 64, .user_data = 1 },
+		{ .size = sizeof(c[0]), .src = 0, .dst = (uintptr_t)d, .len = 64, .user_data = 2 },
+	};
+	struct plx_dma_completion done[2];
+	struct plx_dma_submit sub = { .size = sizeof(sub), .count = 1, .copies = (uintptr_t)c, .copy_size = 8 };
+
+	EXPECT_EQ(-1, ioctl(self->fd, PLX_DMA_IOC_SUBMIT, &sub));
+	EXPECT_EQ(EINVAL, errno) TH_LOG("copy_size too small");
+	sub.copy_size = sizeof(c[0]);
+	sub.count = 0;
+	EXPECT_EQ(-1, ioctl(self->fd, PLX_DMA_IOC_SUBMIT, &sub));
+	EXPECT_EQ(EINVAL, errno) TH_LOG("count 0");
+	sub.count = self->info.max_batch + 1;
+	EXPECT_EQ(-1, ioctl(self->fd, PLX_DMA_IOC_SUBMIT, &sub));
+	EXPECT_EQ(E2BIG, errno) TH_LOG("count over max_batch");
+	/* The bad second copy ends the batch; the first is queued. */
+	EXPECT_EQ(1, submit(self->fd, c, 2));
+	EXPECT_EQ(-1, submit(self->fd, &c[1], 1));
+	EXPECT_EQ(EFAULT, errno);
+	ASSERT_EQ(1, reap(self->fd, done, 1, 2, 10000));
+	EXPECT_EQ(1, done[0].user_data);
+	EXPECT_EQ(-1, reap(self->fd, done, 2, 1, 0));
+	EXPECT_EQ(EINVAL, errno) TH_LOG("min > max");
+	EXPECT_EQ(0, pinned_pages(self->fd));
+}
+
+TEST_F(dev, too_many_pins)
+{
+	size_t len = 4 * MiB;
+	unsigned char *s = map_pages(len), *d = map_pages(len);
+	uint64_t per_copy = 2 * len / PAGE, max = self->info.max_pinned_pages;
+	unsigned int limit = max / per_copy + 2, queued = 0;
+	struct plx_dma_copy c = {
+		.size = sizeof(c), .src = (uintptr_t)s, .dst = (uintptr_t)d, .len = len,
+	};
+	struct plx_dma_completion done[8];
+	long r = 0;
+
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	if (limit > self->info.max_in_flight || limit > 64)
+		SKIP(goto out, "max_pinned_pages=%llu: too many copies to reach",
+		     (unsigned long long)max);
+	for (unsigned int k = 0; k < limit; k++) {
+		r = submit(self->fd, &c, 1);
+		if (r != 1)
+			break;
+		queued++;
+	}
+	EXPECT_EQ(-1, r) TH_LOG("%u copies of %zu pages queued under a bound of %llu",
+				queued, (size_t)per_copy, (unsigned long long)max);
+	EXPECT_EQ(EAGAIN, errno);
+	EXPECT_GE(max, queued * per_copy);
+	while (queued) {
+		long n = reap(self->fd, done, 1, 8, 20000);
+
+		ASSERT_LT(0, n) TH_LOG("reap: %s", strerror(errno));
+		for (long k = 0; k < n; k++)
+			EXPECT_EQ((int64_t)len, done[k].result);
+		queued -= n;
+	}
+	EXPECT_EQ(0, pinned_pages(self->fd));
+	/* The bound is free again. */
+	EXPECT_EQ(1, submit(self->fd, &c, 1));
+	EXPECT_EQ(1, reap(self->fd, done, 1, 1, 20000));
+out:
+	munmap(s, len);
+	munmap(d, len);
+}
+
+TEST_F(dev, munmap_while_queued)
+{
+	size_t len = 1 * MiB;
+	unsigned char *s = map_pages(len), *d = map_pages(len);
+	struct plx_dma_copy c = {
+		.size = sizeof(c), .src = (uintptr_t)s, .dst = (uintptr_t)d,
+		.len = len, .user_data = 5,
+	};
+	struct plx_dma_completion done;
+
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	fill(s, len, 11);
+	ASSERT_EQ(1, submit(self->fd, &c, 1));
+	/* The pinned pages outlive the mappings; the copy finishes into
+	 * pages nobody maps any more, and they are freed at reap. */
+	ASSERT_EQ(0, munmap(s, len));
+	ASSERT_EQ(0, munmap(d, len));
+	ASSERT_EQ(1, reap(self->fd, &done, 1, 1, 20000));
+	EXPECT_EQ((int64_t)len, done.result);
+	EXPECT_EQ(0, pinned_pages(self->fd));
+}
+
+struct racer {
+	unsigned char *volatile target;
+	size_t len;
+	volatile int stop;
+	unsigned long unmaps;
+};
+
+static void *unmap_racer(void *arg)
+{
+	struct racer *r = arg;
+
+	while (!r->stop) {
+		unsigned char *p = r->target;
+
+		if (p && munmap(p, r->len) == 0) {
+			mmap(p, r->len, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+			r->unmaps++;
+		}
+	}
+	return NULL;
+}
+
+TEST_F(dev, copy_racing_munmap)
+{
+	struct racer r = { .len = 64 * 1024 };
+	unsigned char *s = map_pages(r.len);
+	pthread_t t;
+	unsigned int ok = 0, efault = 0;
+
+	ASSERT_NE(NULL, s);
+	r.target = map_pages(r.len);
+	ASSERT_NE(NULL, r.target);
+	fill(s, r.len, 1);
+	ASSERT_EQ(0, pthread_create(&t, NULL, unmap_racer, &r));
+	for (int k = 0; k < 200; k++) {
+		long n = copy(self->fd, s, r.target, r.len, 0);
+
+		if (n == (long)r.len)
+			ok++;
+		else if (n == -1 && errno == EFAULT)
+			efault++;
+		else
+			EXPECT_EQ((long)r.len, n) TH_LOG("copy %d: %s", k, strerror(errno));
+	}
+	r.stop = 1;
+	pthread_join(t, NULL);
+	TH_LOG("200 copies: %u done, %u EFAULT, %lu unmaps raced", ok, efault, r.unmaps);
+	EXPECT_EQ(200, ok + efault);
+	EXPECT_EQ(0, pinned_pages(self->fd));
+}
+
+/* Opens a file on the channel named by environment variable @var. */
+static int open_special(struct __test_metadata *_metadata, const char *var)
+{
+	const char *chan = getenv(var);
+	int fd;
+
+	if (!chan)
+		return -2;
+	fd = open_dev();
+	if (fd < 0)
+		return -1;
+	if (attach(fd, chan)) {
+		TH_LOG("attach %s: %s", chan, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+TEST(device_fault_is_eio)
+{
+	unsigned char s[4096], d[4096];
+	struct plx_dma_info i;
+	int fd = open_special(_metadata, "PLX_DMA_FAULT_CHAN");
+
+	if (fd == -2)
+		SKIP(return, "PLX_DMA_FAULT_CHAN not set");
+	ASSERT_LE(0, fd);
+	memset(d, 0x11, sizeof(d));
+	fill(s, sizeof(s), 9);
+	EXPECT_EQ(-1, copy(fd, s, d, sizeof(s), 0));
+	EXPECT_EQ(EIO, errno) TH_LOG("%s", strerror(errno));
+	ASSERT_EQ(0, info(fd, &i));
+	EXPECT_EQ(1, i.failed);
+	EXPECT_EQ(0, i.copies);
+	EXPECT_EQ(0, i.pinned_pages);
+	close(fd);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+TEST(signal_interrupts_wait)
+{
+	unsigned char s[4096], d[4096];
+	struct sigaction sa = { .sa_handler = on_alarm };	/* no SA_RESTART */
+	struct itimerval it = { .it_value = { .tv_usec = 200000 } };
+	struct plx_dma_info i;
+	struct timespec t0, t1;
+	int fd = open_special(_metadata, "PLX_DMA_STALL_CHAN");
+	long ms;
+
+	if (fd == -2)
+		SKIP(return, "PLX_DMA_STALL_CHAN not set");
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, sigaction(SIGALRM, &sa, NULL));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ASSERT_EQ(0, setitimer(ITIMER_REAL, &it, NULL));
+	EXPECT_EQ(-1, copy(fd, s, d, sizeof(s), 30000));
+	EXPECT_EQ(EINTR, errno) TH_LOG("%s", strerror(errno));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	EXPECT_GT(1000, ms) TH_LOG("returned after %ld ms", ms);
+	ASSERT_EQ(0, info(fd, &i));
+	EXPECT_EQ(0, i.in_flight);
+	EXPECT_EQ(0, i.pinned_pages);
+	close(fd);
+}
+
+TEST(timeout_is_etimedout)
+{
+	unsigned char s[4096], d[4096];
+	struct plx_dma_info i;
+	int fd = open_special(_metadata, "PLX_DMA_STALL_CHAN");
+
+	if (fd == -2)
+		SKIP(return, "PLX_DMA_STALL_CHAN not set");
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(-1, copy(fd, s, d, sizeof(s), 200));
+	EXPECT_EQ(ETIMEDOUT, errno) TH_LOG("%s", strerror(errno));
+	ASSERT_EQ(0, info(fd, &i));
+	EXPECT_EQ(0, i.in_flight);
+	EXPECT_EQ(0, i.pinned_pages);
+	close(fd);
+}
+
+/* Writes @s to sysfs file @path; 0 or -1 with errno. */
+static int sysfs_write(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
+
+	if (fd < 0)
+		return -1;
+	if (write(fd, s, strlen(s)) != (ssize_t)strlen(s))
+		ret = -1;
+	close(fd);
+	return ret;
+}
+
+TEST(copies_during_unbind)
+{
+	const char *chan = getenv("PLX_DMA_UNBIND_CHAN");
+	char link[PATH_MAX], path[PATH_MAX], drv[256], pci[64];
+	size_t len = 4 * MiB;
+	unsigned char *s, *d;
+	struct plx_dma_copy c[8];
+	struct plx_dma_completion done[8];
+	unsigned int queued, got = 0, ok = 0, gone = 0;
+	ssize_t n;
+	int fd;
+
+	if (!chan)
+		SKIP(return, "PLX_DMA_UNBIND_CHAN not set");
+	snprintf(path, sizeof(path), "/sys/class/dma/%s/device", chan);
+	n = readlink(path, link, sizeof(link) - 1);
+	ASSERT_LT(0, n) TH_LOG("%s: %s", path, strerror(errno));
+	link[n] = 0;
+	snprintf(pci, sizeof(pci), "%s", strrchr(link, '/') + 1);
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver", pci);
+	n = readlink(path, link, sizeof(link) - 1);
+	ASSERT_LT(0, n);
+	link[n] = 0;
+	snprintf(drv, sizeof(drv), "/sys/bus/pci/drivers/%s", strrchr(link, '/') + 1);
+
+	fd = open_special(_metadata, "PLX_DMA_UNBIND_CHAN");
+	ASSERT_LE(0, fd);
+	s = map_pages(len);
+	d = map_pages(8 * len);
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	fill(s, len, 5);
+	for (unsigned int k = 0; k < 8; k++)
+		c[k] = (struct plx_dma_copy){
+			.size = sizeof(c[k]), .src = (uintptr_t)s,
+			.dst = (uintptr_t)(d + k * len), .len = len, .user_data = k,
+		};
+	queued = submit(fd, c, 8);
+	ASSERT_LT(0, (int)queued) TH_LOG("%s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/unbind", drv);
+	ASSERT_EQ(0, sysfs_write(path, pci)) TH_LOG("unbind %s: %s", pci, strerror(errno));
+
+	/* Each queued copy ends: done before the unbind, or cancelled. */
+	while (got < queued) {
+		long r = reap(fd, done, 1, 8, 20000);
+
+		ASSERT_LT(0, r) TH_LOG("reap after unbind: %s", strerror(errno));
+		for (long k = 0; k < r; k++) {
+			if (done[k].result == (int64_t)len) {
+				ok++;
+				EXPECT_EQ(0, memcmp(s, d + done[k].user_data * len, len));
+			} else {
+				EXPECT_EQ(-ECANCELED, done[k].result);
+				gone++;
+			}
+		}
+		got += r;
+	}
+	TH_LOG("%u queued: %u copied before the unbind, %u cancelled", queued, ok, gone);
+	EXPECT_EQ(-1, copy(fd, s, d, 4096, 0));
+	EXPECT_EQ(ENODEV, errno) TH_LOG("copy on the unbound channel: %s", strerror(errno));
+	EXPECT_EQ(0, pinned_pages(fd));
+	close(fd);
+
+	snprintf(path, sizeof(path), "%s/bind", drv);
+	ASSERT_EQ(0, sysfs_write(path, pci)) TH_LOG("bind %s again: %s", pci, strerror(errno));
+	munmap(s, len);
+	munmap(d, 8 * len);
+}
+
+TEST_HARNESS_MAIN
