@@ -304,6 +304,63 @@ u32 rust_dma_chan_max_seg(struct dma_chan *chan)
 	return dma_get_max_seg_size(chan->device->dev);
 }
 
+/*
+ * A client's watch on the device behind a channel: @fn(@ctx) runs when the
+ * device's driver is about to be unbound, while the channel still works,
+ * so the client can stop and unmap its DMA in time.
+ */
+struct rust_dma_watch {
+	struct notifier_block nb;
+	struct device *dev;
+	const struct bus_type *bus;
+	rust_dma_removal_fn fn;
+	void *ctx;
+};
+
+static int rust_dma_watch_call(struct notifier_block *nb, unsigned long action,
+			       void *data)
+{
+	struct rust_dma_watch *w = container_of(nb, struct rust_dma_watch, nb);
+
+	if (action == BUS_NOTIFY_UNBIND_DRIVER && data == w->dev)
+		w->fn(w->ctx);
+	return NOTIFY_DONE;
+}
+
+struct rust_dma_watch *rust_dma_client_watch(struct dma_chan *chan,
+					     rust_dma_removal_fn fn, void *ctx)
+{
+	struct device *dev = chan->device->dev;
+	struct rust_dma_watch *w;
+	int ret;
+
+	if (!dev->bus)
+		return ERR_PTR(-EINVAL);
+	w = kzalloc(sizeof(*w), GFP_KERNEL);
+	if (!w)
+		return ERR_PTR(-ENOMEM);
+	w->nb.notifier_call = rust_dma_watch_call;
+	w->dev = get_device(dev);
+	w->bus = dev->bus;
+	w->fn = fn;
+	w->ctx = ctx;
+	ret = bus_register_notifier(w->bus, &w->nb);
+	if (ret) {
+		put_device(w->dev);
+		kfree(w);
+		return ERR_PTR(ret);
+	}
+	return w;
+}
+
+/* Ends a watch; waits for a call in progress. */
+void rust_dma_client_unwatch(struct rust_dma_watch *w)
+{
+	bus_unregister_notifier(w->bus, &w->nb);
+	put_device(w->dev);
+	kfree(w);
+}
+
 void rust_dma_release_chan(struct dma_chan *chan)
 {
 	dma_release_channel(chan);

@@ -11,6 +11,8 @@
 struct rust_dma_ops;
 
 typedef void (*rust_dma_done_fn)(void *ctx, unsigned int result, u32 residue);
+typedef void (*rust_dma_removal_fn)(void *ctx);
+struct rust_dma_watch;
 
 struct dma_device *rust_dma_device_alloc(struct device *dev,
 		unsigned int nr_chans, const struct rust_dma_ops *ops, void *ctx,
@@ -31,6 +33,9 @@ void rust_dma_desc_complete(struct dma_async_tx_descriptor *txd,
 struct dma_chan *rust_dma_request_memcpy_chan(void);
 struct dma_chan *rust_dma_request_memcpy_chan_named(const char *name);
 u32 rust_dma_chan_max_seg(struct dma_chan *chan);
+struct rust_dma_watch *rust_dma_client_watch(struct dma_chan *chan,
+					     rust_dma_removal_fn fn, void *ctx);
+void rust_dma_client_unwatch(struct rust_dma_watch *w);
 void rust_dma_release_chan(struct dma_chan *chan);
 struct device *rust_dma_chan_dev(struct dma_chan *chan);
 struct dma_async_tx_descriptor *rust_dma_client_prep_memcpy(struct dma_chan *chan,

@@ -48,7 +48,8 @@ for n in 0 2 3; do
 done
 f0=$(basename "$(readlink /sys/class/dma/dma0chan0/device)")
 sub=$(sed -n 's/^submitted: //p' "/sys/kernel/debug/rust_plx_dma-$f0/stats")
-check "dma0 took the kselftests' descriptors (submitted=$sub)" test "${sub:-0}" -gt 1000
+# The threads test alone makes 320 copies of one descriptor or more.
+check "dma0 took the kselftests' descriptors (submitted=$sub)" test "${sub:-0}" -ge 320
 check "rmmod plx_dma_copy" rmmod plx_dma_copy
 check "rmmod rust_plx_dma" rmmod rust_plx_dma
 finish

@@ -54,6 +54,57 @@ pub trait CopySink: Send + Sync + 'static {
     fn descriptor_done(this: ArcBorrow<'_, Self>, tag: usize, result: TxResult, residue: u32);
 }
 
+/// Hears that the device behind a channel is about to lose its driver.
+pub trait RemovalSink: Send + Sync + 'static {
+    /// The channel's device is being unbound. The channel still works:
+    /// terminate it and unmap every buffer mapped for the device before
+    /// returning, since the DMA API expects none left once it is unbound.
+    ///
+    /// Runs in process context, from the unbinding thread; it may sleep.
+    fn device_removing(this: ArcBorrow<'_, Self>);
+}
+
+/// A registered [`RemovalSink`]; dropping it unregisters it and waits for a
+/// call in progress, so it must not be dropped from the sink's callback.
+pub struct RemovalWatch {
+    raw: NonNull<c_void>,
+    ctx: *mut c_void,
+    drop_ctx: unsafe fn(*mut c_void),
+}
+
+// SAFETY: The watch is a registration; it may be dropped from any thread.
+unsafe impl Send for RemovalWatch {}
+// SAFETY: `&RemovalWatch` gives no access to anything.
+unsafe impl Sync for RemovalWatch {}
+
+impl Drop for RemovalWatch {
+    fn drop(&mut self) {
+        // SAFETY: `raw` is our registration; after this call no callback
+        // runs or will run, so the sink reference can go.
+        unsafe {
+            ffi::rust_dma_client_unwatch(self.raw.as_ptr());
+            (self.drop_ctx)(self.ctx);
+        }
+    }
+}
+
+/// # Safety
+///
+/// `ctx` is an `Arc<T>` reference given up by [`MemcpyChannel::watch_removal`].
+unsafe fn drop_removal_ctx<T: RemovalSink>(ctx: *mut c_void) {
+    // SAFETY: Per the function's contract.
+    drop(unsafe { Arc::<T>::from_raw(ctx.cast::<T>()) });
+}
+
+/// # Safety
+///
+/// `ctx` is an `Arc<T>` reference owned by a live [`RemovalWatch`].
+unsafe extern "C" fn removal_call<T: RemovalSink>(ctx: *mut c_void) {
+    // SAFETY: The watch owns the reference and outlives every call.
+    let sink = unsafe { ArcBorrow::<T>::from_raw(ctx.cast::<T>()) };
+    T::device_removing(sink);
+}
+
 /// What [`MemcpyChannel::submit`] hands to the completion callback.
 struct SinkRef<T: CopySink> {
     sink: Arc<T>,
@@ -148,6 +199,34 @@ impl MemcpyChannel {
             return Err(Error::from_errno(cookie.raw()));
         }
         Ok(cookie)
+    }
+
+    /// Calls `sink` when the channel's device is about to be unbound.
+    pub fn watch_removal<T: RemovalSink>(&self, sink: Arc<T>) -> Result<RemovalWatch> {
+        let ctx = Arc::into_raw(sink).cast_mut().cast::<c_void>();
+        // SAFETY: `self.0` is a channel we hold; `ctx` stays valid until
+        // the watch is dropped, which unregisters it first.
+        let raw = unsafe { ffi::rust_dma_client_watch(self.0.as_ptr(), removal_call::<T>, ctx) };
+        let addr = raw as isize;
+        let err = if (-4095..0).contains(&addr) {
+            Some(Error::from_errno(addr as i32))
+        } else if raw.is_null() {
+            Some(ENOMEM)
+        } else {
+            None
+        };
+        match (err, NonNull::new(raw)) {
+            (None, Some(raw)) => Ok(RemovalWatch {
+                raw,
+                ctx,
+                drop_ctx: drop_removal_ctx::<T>,
+            }),
+            (e, _) => {
+                // SAFETY: Not registered: the reference is ours again.
+                unsafe { drop_removal_ctx::<T>(ctx) };
+                Err(e.unwrap_or(ENOMEM))
+            }
+        }
     }
 
     /// Starts what [`Self::submit`] queued.

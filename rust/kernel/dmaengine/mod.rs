@@ -76,6 +76,12 @@ mod ffi {
         pub(super) fn rust_dma_request_memcpy_chan() -> *mut c_void;
         pub(super) fn rust_dma_request_memcpy_chan_named(name: *const c_char) -> *mut c_void;
         pub(super) fn rust_dma_chan_max_seg(chan: *mut c_void) -> u32;
+        pub(super) fn rust_dma_client_watch(
+            chan: *mut c_void,
+            removal: unsafe extern "C" fn(*mut c_void),
+            ctx: *mut c_void,
+        ) -> *mut c_void;
+        pub(super) fn rust_dma_client_unwatch(watch: *mut c_void);
         pub(super) fn rust_dma_release_chan(chan: *mut c_void);
         pub(super) fn rust_dma_chan_dev(chan: *mut c_void) -> *mut c_void;
         pub(super) fn rust_dma_client_prep_memcpy(

@@ -33,6 +33,7 @@ use kernel::{
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     prelude::*,
+    sync::{Arc, ArcBorrow},
 };
 
 module! {
@@ -88,7 +89,7 @@ struct CopyDevice;
 
 #[vtable]
 impl MiscDevice for CopyDevice {
-    type Ptr = Pin<KBox<CopyFile>>;
+    type Ptr = Arc<CopyFile>;
 
     fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Self::Ptr> {
         CopyFile::new(Limits {
@@ -97,7 +98,11 @@ impl MiscDevice for CopyDevice {
         })
     }
 
-    fn ioctl(me: Pin<&CopyFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
-        me.ioctl(cmd, arg)
+    fn release(me: Arc<CopyFile>, _file: &File) {
+        me.close();
+    }
+
+    fn ioctl(me: ArcBorrow<'_, CopyFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        CopyFile::ioctl(me, cmd, arg)
     }
 }

@@ -10,10 +10,18 @@
 //! synchronous copy waits, so threads sharing the file copy concurrently.
 //! The [`Tracker`] has its own spinlock for what completion callbacks
 //! update.
+//!
+//! # Device removal
+//!
+//! Attaching a channel also watches its device. When the device is about
+//! to be unbound, the channel is terminated (queued copies end as
+//! cancelled) and every copy's memory is unmapped and unpinned while the
+//! driver is still there; the copies stay to be reaped, and new ones fail
+//! with `ENODEV`.
 
 use crate::{
     abi::{self, Arg, Command, CopyReq, Out, CHAN_NAME_LEN},
-    dmaengine::client::MemcpyChannel,
+    dmaengine::client::{MemcpyChannel, RemovalSink, RemovalWatch},
     job::{Job, Limits},
     pins,
     tracker::{Outcome, Tracker, WaitEnd},
@@ -23,7 +31,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     str::CStr,
-    sync::{Arc, Mutex},
+    sync::{Arc, ArcBorrow, Mutex},
 };
 
 /// Most copies per `PLX_DMA_IOC_SUBMIT`.
@@ -37,6 +45,12 @@ const RING_WAIT_MS: u32 = 2000;
 
 struct FileState {
     chan: Option<MemcpyChannel>,
+    /// The channel's name, kept: the core frees it with the device.
+    chan_name: [u8; CHAN_NAME_LEN],
+    /// Watches the channel's device while attached.
+    watch: Option<RemovalWatch>,
+    /// The channel's device went away: nothing more is mapped for it.
+    gone: bool,
     /// The mapped copy of each busy slot.
     jobs: KVec<Option<Job>>,
     /// Slots without a copy.
@@ -49,14 +63,6 @@ struct FileState {
 impl FileState {
     fn in_flight(&self) -> usize {
         self.jobs.len() - self.free.len()
-    }
-
-    /// The file's channel, taking any free one if none was attached.
-    fn channel(&mut self) -> Result<&MemcpyChannel> {
-        if self.chan.is_none() {
-            self.chan = Some(MemcpyChannel::request()?);
-        }
-        self.chan.as_ref().ok_or(ENODEV)
     }
 
     /// Ends slot `slot`: drops its mapping (unpins) and counts the result.
@@ -83,7 +89,7 @@ impl FileState {
 }
 
 /// The private data of an open file.
-#[pin_data(PinnedDrop)]
+#[pin_data]
 pub(crate) struct CopyFile {
     #[pin]
     state: Mutex<FileState>,
@@ -92,7 +98,7 @@ pub(crate) struct CopyFile {
 }
 
 impl CopyFile {
-    pub(crate) fn new(limits: Limits) -> Result<Pin<KBox<Self>>> {
+    pub(crate) fn new(limits: Limits) -> Result<Arc<Self>> {
         let tracker = Arc::pin_init(Tracker::new(MAX_IN_FLIGHT)?, GFP_KERNEL)?;
         let mut jobs = KVec::with_capacity(MAX_IN_FLIGHT, GFP_KERNEL)?;
         let mut free = KVec::with_capacity(MAX_IN_FLIGHT, GFP_KERNEL)?;
@@ -100,10 +106,13 @@ impl CopyFile {
             jobs.push(None, GFP_KERNEL)?;
             free.push(i, GFP_KERNEL)?;
         }
-        KBox::try_pin_init(
+        Arc::pin_init(
             try_pin_init!(Self {
                 state <- new_mutex!(FileState {
                     chan: None,
+                    chan_name: [0; CHAN_NAME_LEN],
+                    watch: None,
+                    gone: false,
                     jobs,
                     free,
                     copies: 0,
@@ -118,14 +127,75 @@ impl CopyFile {
     }
 
     /// Dispatches an ioctl.
-    pub(crate) fn ioctl(&self, cmd: u32, arg: usize) -> Result<isize> {
+    pub(crate) fn ioctl(this: ArcBorrow<'_, Self>, cmd: u32, arg: usize) -> Result<isize> {
         match Command::decode(cmd).ok_or(ENOTTY)? {
-            Command::Info => self.info(arg),
-            Command::Attach => self.attach(arg),
-            Command::Copy => self.copy(arg),
-            Command::Submit => self.submit(arg),
-            Command::Reap => self.reap(arg),
+            Command::Info => this.info(arg),
+            Command::Attach => this.attach(&this.into(), arg),
+            Command::Copy => this.copy(&this.into(), arg),
+            Command::Submit => this.submit(&this.into(), arg),
+            Command::Reap => this.reap(arg),
         }
+    }
+
+    /// Takes channel `name` (any if `None`) for this file and watches its
+    /// device. With `any_is_fine`, an attachment made meanwhile by another
+    /// thread is not an error.
+    ///
+    /// The watch is registered without the file's lock: its callback takes
+    /// that lock under the bus's notifier lock.
+    fn attach_channel(this: &Arc<Self>, name: Option<&CStr>, any_is_fine: bool) -> Result {
+        {
+            let st = this.state.lock();
+            if st.gone {
+                return Err(ENODEV);
+            }
+            if st.chan.is_some() {
+                return if any_is_fine { Ok(()) } else { Err(EBUSY) };
+            }
+        }
+        let chan = match name {
+            Some(n) => MemcpyChannel::request_named(n)?,
+            None => MemcpyChannel::request()?,
+        };
+        let watch = chan.watch_removal(this.clone())?;
+        let mut st = this.state.lock();
+        if st.chan.is_some() || st.gone {
+            let gone = st.gone;
+            drop(st);
+            // Lost a race: give ours back, outside the lock.
+            drop(watch);
+            drop(chan);
+            return match (gone, any_is_fine) {
+                (true, _) => Err(ENODEV),
+                (false, true) => Ok(()),
+                (false, false) => Err(EBUSY),
+            };
+        }
+        let b = chan.name().to_bytes();
+        let n = b.len().min(CHAN_NAME_LEN - 1);
+        st.chan_name = [0; CHAN_NAME_LEN];
+        st.chan_name[..n].copy_from_slice(&b[..n]);
+        st.chan = Some(chan);
+        st.watch = Some(watch);
+        Ok(())
+    }
+
+    /// Stops and unmaps everything, for `release`.
+    pub(crate) fn close(&self) {
+        // Dropped without the lock: a removal call in progress needs it.
+        let watch = self.state.lock().watch.take();
+        drop(watch);
+        let mut st = self.state.lock();
+        if st.in_flight() > 0 {
+            // Unreaped copies may still run: stop them before unpinning.
+            if let Some(c) = &st.chan {
+                c.terminate();
+            }
+        }
+        for job in st.jobs.iter_mut() {
+            drop(job.take());
+        }
+        drop(st.chan.take());
     }
 
     fn info(&self, arg: usize) -> Result<isize> {
@@ -139,13 +209,7 @@ impl CopyFile {
         out.put_u32(f::MAX_IN_FLIGHT, MAX_IN_FLIGHT as u32);
         out.put_u64(f::MAX_PINNED, self.limits.max_pinned_pages);
         out.put_u64(f::PINNED, pins::pinned_now());
-        let mut name = [0u8; CHAN_NAME_LEN];
-        if let Some(c) = &st.chan {
-            let b = c.name().to_bytes();
-            let n = b.len().min(CHAN_NAME_LEN - 1);
-            name[..n].copy_from_slice(&b[..n]);
-        }
-        out.put_bytes(f::CHANNEL, &name);
+        out.put_bytes(f::CHANNEL, &st.chan_name);
         out.put_u64(f::COPIES, st.copies);
         out.put_u64(f::FAILED, st.failed);
         out.put_u64(f::BYTES, st.bytes);
@@ -154,7 +218,7 @@ impl CopyFile {
         Ok(0)
     }
 
-    fn attach(&self, arg: usize) -> Result<isize> {
+    fn attach(&self, this: &Arc<Self>, arg: usize) -> Result<isize> {
         use abi::attach as f;
         let a: Arg<{ f::SIZE }> = abi::read_sized(arg, f::MIN)?;
         if a.u32_at(f::FLAGS) != 0 {
@@ -162,15 +226,7 @@ impl CopyFile {
         }
         let raw = &a.bytes[f::CHANNEL..f::CHANNEL + CHAN_NAME_LEN];
         let name = CStr::from_bytes_until_nul(raw).map_err(|_| EINVAL)?;
-        let mut st = self.state.lock();
-        if st.chan.is_some() {
-            return Err(EBUSY);
-        }
-        st.chan = Some(if name.is_empty() {
-            MemcpyChannel::request()?
-        } else {
-            MemcpyChannel::request_named(name)?
-        });
+        Self::attach_channel(this, (!name.is_empty()).then_some(name), false)?;
         Ok(0)
     }
 
@@ -187,7 +243,10 @@ impl CopyFile {
             return Err(EAGAIN);
         }
         let limits = self.limits;
-        let chan = st.channel()?;
+        if st.gone {
+            return Err(ENODEV);
+        }
+        let chan = st.chan.as_ref().ok_or(ENODEV)?;
         let job = Job::map(chan, req, limits, duration)?;
         let max_seg = chan.max_segment();
         let (count, bytes) = job
@@ -248,9 +307,10 @@ impl CopyFile {
         Ok(slot)
     }
 
-    fn copy(&self, arg: usize) -> Result<isize> {
+    fn copy(&self, this: &Arc<Self>, arg: usize) -> Result<isize> {
         let a: Arg<{ abi::copy::SIZE }> = abi::read_sized(arg, abi::copy::MIN)?;
         let req = CopyReq::parse(&a)?;
+        Self::attach_channel(this, None, true)?;
         let slot = {
             let mut st = self.state.lock();
             let slot = self.queue(&mut st, req, PinDuration::Short, false)?;
@@ -289,7 +349,7 @@ impl CopyFile {
         }
     }
 
-    fn submit(&self, arg: usize) -> Result<isize> {
+    fn submit(&self, this: &Arc<Self>, arg: usize) -> Result<isize> {
         use abi::submit as f;
         let a: Arg<{ f::SIZE }> = abi::read_sized(arg, f::MIN)?;
         let count = a.u32_at(f::COUNT);
@@ -301,6 +361,7 @@ impl CopyFile {
         if count > MAX_BATCH {
             return Err(E2BIG);
         }
+        Self::attach_channel(this, None, true)?;
         let mut st = self.state.lock();
         let mut submitted = 0u32;
         let mut first_err = None;
@@ -400,19 +461,15 @@ impl CopyFile {
     }
 }
 
-#[pinned_drop]
-impl PinnedDrop for CopyFile {
-    fn drop(self: Pin<&mut Self>) {
-        let mut st = self.state.lock();
-        if st.in_flight() > 0 {
-            // Unreaped copies may still run: stop them before unpinning.
-            if let Some(c) = &st.chan {
-                c.terminate();
-            }
+impl RemovalSink for CopyFile {
+    fn device_removing(this: ArcBorrow<'_, Self>) {
+        let mut st = this.state.lock();
+        st.gone = true;
+        if let Some(c) = &st.chan {
+            c.terminate();
         }
-        for job in st.jobs.iter_mut() {
-            drop(job.take());
+        for job in st.jobs.iter_mut().flatten() {
+            job.unmap();
         }
-        drop(st.chan.take());
     }
 }

@@ -24,10 +24,15 @@ pub(crate) struct Limits {
     pub(crate) max_pinned_pages: u64,
 }
 
-/// A copy whose memory is pinned and mapped; dropping it unmaps and
-/// unpins (it may sleep).
+/// A copy whose memory is pinned and mapped until it is reaped or its
+/// device goes away; dropping it unmaps and unpins (it may sleep).
 pub(crate) struct Job {
     pub(crate) req: CopyReq,
+    mapped: Option<Mapped>,
+}
+
+/// The pinned and mapped memory of a [`Job`].
+struct Mapped {
     src: UserDma,
     dst: UserDma,
     _pins: PinReservation,
@@ -77,17 +82,30 @@ impl Job {
         let dst_map = UserDma::map(dev, dst, len, Access::DeviceWrites, duration)?;
         Ok(Self {
             req,
-            src: src_map,
-            dst: dst_map,
-            _pins: pins,
+            mapped: Some(Mapped {
+                src: src_map,
+                dst: dst_map,
+                _pins: pins,
+            }),
         })
     }
 
-    /// The descriptors of this copy, none longer than `max_seg` bytes.
+    /// Unmaps and unpins now, keeping what reaping reports. For a device
+    /// going away: the copy must be stopped first.
+    pub(crate) fn unmap(&mut self) {
+        self.mapped = None;
+    }
+
+    /// The descriptors of this copy, none longer than `max_seg` bytes;
+    /// none once unmapped.
     pub(crate) fn chunks(&self, max_seg: u32) -> Chunks<'_> {
+        let (src, dst) = match &self.mapped {
+            Some(m) => (m.src.segments(), m.dst.segments()),
+            None => (&[][..], &[][..]),
+        };
         Chunks {
-            src: Cursor::new(self.src.segments()),
-            dst: Cursor::new(self.dst.segments()),
+            src: Cursor::new(src),
+            dst: Cursor::new(dst),
             max_seg: max_seg.max(1),
         }
     }

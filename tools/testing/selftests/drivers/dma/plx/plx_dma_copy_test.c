@@ -309,7 +309,7 @@ TEST_F(dev, bad_inputs)
 	unsigned char *buf = map_pages(4 * PAGE);
 	unsigned char *ro = mmap(NULL, PAGE, PROT_READ,
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	unsigned char *gone = map_pages(PAGE);
+	unsigned char *gone = map_pages(PAGE), *edge = map_pages(3 * PAGE);
 	struct plx_dma_copy c, good = {
 		.size = sizeof(good),
 		.src = (uintptr_t)buf,
@@ -322,6 +322,8 @@ TEST_F(dev, bad_inputs)
 	ASSERT_NE(MAP_FAILED, ro);
 	ASSERT_NE(NULL, gone);
 	ASSERT_EQ(0, munmap(gone, PAGE));
+	ASSERT_NE(NULL, edge);
+	ASSERT_EQ(0, munmap(edge + 2 * PAGE, PAGE));
 
 	c = good, c.src = 0;
 	expect_rejected(_metadata, self->fd, &c, EFAULT, "NULL source");
@@ -333,7 +335,7 @@ TEST_F(dev, bad_inputs)
 	expect_rejected(_metadata, self->fd, &c, EFAULT, "unmapped source");
 	c = good, c.dst = (uintptr_t)ro;
 	expect_rejected(_metadata, self->fd, &c, EFAULT, "read-only destination");
-	c = good, c.len = 3 * PAGE;
+	c = good, c.dst = (uintptr_t)edge, c.len = 3 * PAGE;
 	expect_rejected(_metadata, self->fd, &c, EFAULT, "destination running off the mapping");
 	c = good, c.len = 0;
 	expect_rejected(_metadata, self->fd, &c, EINVAL, "zero length");
@@ -375,6 +377,7 @@ TEST_F(dev, bad_inputs)
 	EXPECT_EQ(0, pinned_pages(self->fd));
 	munmap(buf, 4 * PAGE);
 	munmap(ro, PAGE);
+	munmap(edge, 2 * PAGE);
 }
 
 TEST(attach_errors)
