@@ -41,13 +41,14 @@ script=${1:-}
 [ -n "$script" ] && [ -r "$script" ] || die "guest-run: no readable guest script given"
 need_root guest
 
-kb=$("$REPO/scripts/kernel-build.sh" "$flavour")
-"$REPO/scripts/modules-build.sh" "$flavour" >/dev/null
 results=$REPO/build/results
 mkdir -p "$results"
 console=$results/$name.console tap=$results/$name.guest.tap
-# Nothing of an earlier run of the same name may be mistaken for this one.
+# Nothing of an earlier run of the same name may be mistaken for this one,
+# not even when the builds below fail.
 rm -f "$console" "$tap" "$results/$name".*.log
+kb=$("$REPO/scripts/kernel-build.sh" "$flavour")
+"$REPO/scripts/modules-build.sh" "$flavour" >/dev/null
 # Sockets live in the cache: short paths (sun_path is 108 bytes) that the
 # trixie root sees at the same place.
 run=$(mktemp -d "$PLX_CACHE/run.XXXXXX")

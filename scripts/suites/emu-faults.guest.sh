@@ -214,8 +214,10 @@ WATCHDOG_MS=400
 check "rmmod rust_plx_dma (watchdog off)" rmmod rust_plx_dma
 bad_watchdog() {
 	err=$(modprobe rust_plx_dma watchdog_ms=5 2>&1) && rmmod rust_plx_dma
+	echo "$err"
 	echo "$err" | grep -q 'Invalid argument' &&
-		dmesg | grep -q "rust_plx_dma: watchdog_ms=5 is invalid"
+		dmesg | grep -q "rust_plx_dma: watchdog_ms=5 is invalid" &&
+		! grep -q '^rust_plx_dma ' /proc/modules
 }
 check "modprobe rust_plx_dma refuses watchdog_ms=5 (EINVAL, message)" bad_watchdog
 check "modprobe rust_plx_dma watchdog_ms=$WATCHDOG_MS" modprobe rust_plx_dma watchdog_ms=$WATCHDOG_MS

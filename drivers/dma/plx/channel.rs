@@ -126,6 +126,9 @@ enum Drain {
     Finished,
     /// The engine is stopped: abort everything still queued.
     All,
+    /// The engine is stopped: abort what is queued before this
+    /// free-running index, keep the rest queued.
+    AbortBefore(u32),
 }
 
 /// A DMA channel of one PCI function.
@@ -334,7 +337,9 @@ impl PlxChannel {
             let d = st.descs[desc_id];
             let (result, residue) = if !wb.pending() {
                 (wb.result(), wb.residue(d.len))
-            } else if mode == Drain::All {
+            } else if mode == Drain::All
+                || matches!(mode, Drain::AbortBefore(bound) if st.tail != bound)
+            {
                 // Take the descriptor back from the stopped engine.
                 let _ = write_flags(&ring, slot, word & !FLAG_VALID);
                 (TxResult::Aborted, d.len)
@@ -367,25 +372,40 @@ impl PlxChannel {
         self.drain(Drain::All);
     }
 
-    /// Recovers from an engine error: complete what the engine wrote back
-    /// (failed copies report their own status), abort the rest and restart
-    /// the engine where the ring stands.
+    /// Recovers from an engine error or a stall: complete what the engine
+    /// wrote back (failed copies report their own status), abort what was
+    /// queued when recovery began, and restart the engine at the first
+    /// descriptor submitted since, which stays queued.
     fn recover(&self, why: fmt::Arguments<'_>) {
         let _serial = self.recovery.lock();
         Stats::bump(&self.stats.recoveries);
+        // Taken before anything completes: a client woken below may submit
+        // at once, and that work is not the failed engine's.
+        let bound = self.state.lock().head;
         self.drain(Drain::Finished);
+        let tail = self.state.lock().tail;
         dev_err!(
             self.dev,
             "{}: aborting {} unfinished descriptor(s) and restarting the ring\n",
             why,
-            self.occupancy()
+            bound.wrapping_sub(tail)
         );
-        self.stop_and_abort();
+        self.stop_engine();
+        self.drain(Drain::AbortBefore(bound));
         // Not `self.state.lock().active && ...`: that guard would live
         // through `program_ring`, which takes the lock again.
-        let active = self.state.lock().active;
-        if active && self.program_ring().is_err() {
+        let (active, queued) = {
+            let st = self.state.lock();
+            (st.active, st.in_flight())
+        };
+        if !active {
+            return;
+        }
+        if self.program_ring().is_err() {
             self.state.lock().active = false;
+        } else if queued != 0 {
+            dma_mb(Write);
+            self.kick();
         }
     }
 

@@ -45,8 +45,8 @@ const PLX_DMA_DEVICE_ID: u32 = 0x87d0;
 const RING_MIN: u32 = 2;
 const RING_MAX: u32 = 1 << 16;
 
-kernel::module_pci_driver! {
-    type: PlxDmaDriver,
+module! {
+    type: PlxDmaModule,
     name: "rust_plx_dma",
     authors: ["rust-plx-dma developers"],
     description: "Rust dmaengine driver for PLX/PEX87xx-style DMA engines",
@@ -61,6 +61,26 @@ kernel::module_pci_driver! {
             description: "Abort a channel's copies after this long without progress (ms, 20..600000; 0: off)",
         },
     },
+}
+
+/// The module: the PCI driver's registration, made only once the module
+/// parameters are valid, so that bad ones fail the load itself.
+#[pin_data]
+struct PlxDmaModule {
+    #[pin]
+    _driver: kernel::driver::Registration<pci::Adapter<PlxDmaDriver>>,
+}
+
+impl kernel::InPlaceModule for PlxDmaModule {
+    fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            _driver <- {
+                ring_size()?;
+                watchdog_ms()?;
+                kernel::driver::Registration::new(<Self as kernel::ModuleMetadata>::NAME, module)
+            },
+        })
+    }
 }
 
 /// Validates the `ring_size` module parameter.

@@ -18,10 +18,10 @@ use kernel::{
     device::Device,
     dma::DmaAddress,
     ffi::{c_uint, c_void},
-    new_condvar, new_spinlock,
+    new_condvar, new_spinlock_irq,
     prelude::*,
     str::CStr,
-    sync::{Arc, ArcBorrow, CondVar, CondVarTimeoutResult, SpinLock},
+    sync::{Arc, ArcBorrow, CondVar, CondVarTimeoutResult, SpinLockIrq},
     time::msecs_to_jiffies,
 };
 
@@ -39,7 +39,8 @@ unsafe impl Sync for MemcpyChannel {}
 #[pin_data]
 struct Done {
     #[pin]
-    result: SpinLock<Option<(TxResult, u32)>>,
+    // IRQ-safe: providers complete from tasklets, timers and IRQ threads.
+    result: SpinLockIrq<Option<(TxResult, u32)>>,
     #[pin]
     cond: CondVar,
 }
@@ -258,7 +259,7 @@ impl MemcpyChannel {
     ) -> Result<(TxResult, u32)> {
         let done = Arc::pin_init(
             pin_init!(Done {
-                result <- new_spinlock!(None),
+                result <- new_spinlock_irq!(None),
                 cond <- new_condvar!(),
             }),
             GFP_KERNEL,

@@ -90,6 +90,9 @@ impl HrTimerCallback for PlxChannel {
             Stats::bump(&this.stats.stalls);
             let ms = this.watchdog_period.map_or(0, |p| p.as_millis() * 2);
             this.recover(format_args!("no progress for {ms} ms"));
+            // The abort moved `tail`: that is no progress of the engine's.
+            let mut st = this.state.lock();
+            st.watchdog.last_tail = st.tail;
         }
         if let Some(period) = this.watchdog_period {
             ctx.forward_now(period);
