@@ -115,7 +115,7 @@ impl UserDma {
         let raw = unsafe {
             ffi::rust_user_dma_map(
                 dev_ptr,
-                uaddr as _,
+                uaddr as core::ffi::c_ulong,
                 len,
                 access == Access::DeviceReads,
                 duration == PinDuration::Long,
@@ -144,7 +144,12 @@ impl UserDma {
         let mut lens = KVec::<u32>::with_capacity(n, GFP_KERNEL)?;
         // SAFETY: `raw` is live and both arrays have room for `n` entries.
         let got = unsafe {
-            ffi::rust_user_dma_segments(raw.as_ptr(), addrs.as_mut_ptr(), lens.as_mut_ptr(), n as _)
+            ffi::rust_user_dma_segments(
+                raw.as_ptr(),
+                addrs.as_mut_ptr(),
+                lens.as_mut_ptr(),
+                n as core::ffi::c_uint,
+            )
         } as usize;
         // SAFETY: The helper initialised the first `got <= n` entries.
         unsafe {
