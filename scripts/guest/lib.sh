@@ -21,3 +21,14 @@ check() {
 }
 
 finish() { [ "$failures" -eq 0 ]; exit $?; }
+
+# load_refused MODULE PARAM=VALUE MESSAGE: loading MODULE with PARAM fails
+# with EINVAL and logs MESSAGE, and the module stays unloaded. For `check`.
+load_refused() {
+	local err
+	err=$(modprobe "$1" "$2" 2>&1) && rmmod "$1"
+	echo "$err"
+	echo "$err" | grep -q 'Invalid argument' &&
+		dmesg | grep -qF "$3" &&
+		! grep -q "^$1 " /proc/modules
+}

@@ -19,15 +19,8 @@ rust_load() {
 	modprobe rust_plx_dma &&
 		for f in $c_fns; do echo "$f" >$DRV/unbind; done
 }
-# bad_ring: a bad ring_size fails the load itself, with a message.
-bad_ring() {
-	err=$(modprobe rust_plx_dma ring_size=1000 2>&1) && rmmod rust_plx_dma
-	echo "$err"
-	echo "$err" | grep -q 'Invalid argument' &&
-		dmesg | grep -q "rust_plx_dma: ring_size=1000 is invalid" &&
-		! grep -q '^rust_plx_dma ' /proc/modules
-}
-check "modprobe refuses ring_size=1000 (EINVAL, message, not loaded)" bad_ring
+check "modprobe refuses ring_size=1000 (EINVAL, message, not loaded)" \
+	load_refused rust_plx_dma ring_size=1000 "rust_plx_dma: ring_size=1000 is invalid"
 check "modprobe rust_plx_dma" rust_load
 check "rust_plx_dma bound two functions" test "$(bound)" -eq 2
 check "two channels in /sys/class/dma" test "$(ls /sys/class/dma | wc -l)" -eq 2

@@ -129,15 +129,23 @@ impl Tracker {
         }
     }
 
-    /// Only `submitted` of the armed descriptors were queued, because of
-    /// `err`. Returns whether the slot is finished now.
+    /// Only part of the armed descriptors were queued, because of `err`:
+    /// `not_submitted` will never end. Returns whether the slot is
+    /// finished now.
     pub(crate) fn cut_short(&self, slot: usize, not_submitted: u32, err: Error) -> bool {
+        self.settle(slot, not_submitted, Outcome::NotQueued(err))
+    }
+
+    /// Counts `ended` descriptors of `slot` as over with `outcome`; on the
+    /// last one the slot is finished and waiters are woken. Returns
+    /// whether the slot is finished.
+    fn settle(&self, slot: usize, ended: u32, outcome: Outcome) -> bool {
         let mut st = self.state.lock();
         let Some(s) = st.slots.get_mut(slot) else {
             return true;
         };
-        s.remaining = s.remaining.saturating_sub(not_submitted);
-        s.outcome = s.outcome.worst(Outcome::NotQueued(err));
+        s.remaining = s.remaining.saturating_sub(ended);
+        s.outcome = s.outcome.worst(outcome);
         let finished = s.remaining == 0;
         if finished {
             Self::finish(&mut st, slot);
@@ -252,19 +260,6 @@ impl CopySink for Tracker {
             }
             TxResult::Aborted => Outcome::Aborted,
         };
-        let mut st = this.state.lock();
-        let Some(s) = st.slots.get_mut(slot) else {
-            return;
-        };
-        s.outcome = s.outcome.worst(outcome);
-        s.remaining = s.remaining.saturating_sub(1);
-        let finished = s.remaining == 0;
-        if finished {
-            Self::finish(&mut st, slot);
-        }
-        drop(st);
-        if finished {
-            this.cond.notify_all();
-        }
+        this.settle(slot, 1, outcome);
     }
 }

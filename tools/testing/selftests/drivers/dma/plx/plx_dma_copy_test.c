@@ -114,6 +114,16 @@ static uint64_t pinned_pages(int fd)
 	return info(fd, &i) ? UINT64_MAX : i.pinned_pages;
 }
 
+/* Nothing of the file's is left in flight, and no page pinned. */
+static void expect_idle(struct __test_metadata *_metadata, int fd)
+{
+	struct plx_dma_info i;
+
+	ASSERT_EQ(0, info(fd, &i));
+	EXPECT_EQ(0, i.in_flight);
+	EXPECT_EQ(0, i.pinned_pages);
+}
+
 FIXTURE(dev) {
 	int fd;
 	struct plx_dma_info info;
@@ -687,7 +697,6 @@ TEST(signal_interrupts_wait)
 	unsigned char s[4096], d[4096];
 	struct sigaction sa = { .sa_handler = on_alarm };	/* no SA_RESTART */
 	struct itimerval it = { .it_value = { .tv_usec = 200000 } };
-	struct plx_dma_info i;
 	struct timespec t0, t1;
 	int fd = open_special(_metadata, "PLX_DMA_STALL_CHAN");
 	long ms;
@@ -703,16 +712,13 @@ TEST(signal_interrupts_wait)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
 	EXPECT_GT(1000, ms) TH_LOG("returned after %ld ms", ms);
-	ASSERT_EQ(0, info(fd, &i));
-	EXPECT_EQ(0, i.in_flight);
-	EXPECT_EQ(0, i.pinned_pages);
+	expect_idle(_metadata, fd);
 	close(fd);
 }
 
 TEST(timeout_is_etimedout)
 {
 	unsigned char s[4096], d[4096];
-	struct plx_dma_info i;
 	int fd = open_special(_metadata, "PLX_DMA_STALL_CHAN");
 
 	if (fd == -2)
@@ -720,9 +726,7 @@ TEST(timeout_is_etimedout)
 	ASSERT_LE(0, fd);
 	EXPECT_EQ(-1, copy(fd, s, d, sizeof(s), 200));
 	EXPECT_EQ(ETIMEDOUT, errno) TH_LOG("%s", strerror(errno));
-	ASSERT_EQ(0, info(fd, &i));
-	EXPECT_EQ(0, i.in_flight);
-	EXPECT_EQ(0, i.pinned_pages);
+	expect_idle(_metadata, fd);
 	close(fd);
 }
 
