@@ -16,6 +16,7 @@ def main():
     dmatest = defaultdict(list)   # (driver, size) -> [KB/s per run, summed over channels]
     per_run = defaultdict(float)  # (driver, size, rep) -> KB/s
     memcpy = defaultdict(list)    # size -> [(dma MB/s, cpu MB/s)]
+    uapi = defaultdict(list)      # (driver, size) -> [(sync, batch, cpu MB/s)]
     rows = []
     for line in open(tap, encoding="utf-8", errors="replace"):
         f = line.split()
@@ -35,6 +36,15 @@ def main():
             memcpy[size].append((dma, cpu))
             rows.append({"kind": "memcpy", "size": size, "rep": rep, "copies": n,
                          "dma_mb_per_s": dma, "cpu_mb_per_s": cpu})
+        elif f[1] == "uapi":
+            drv = f[2]
+            size, rep, n, sync_ns, batch_ns, cpu_ns = (int(x) for x in f[3:9])
+            mb = size * n / 1e6
+            rate = [mb / (ns / 1e9) if ns else 0.0 for ns in (sync_ns, batch_ns, cpu_ns)]
+            uapi[(drv, size)].append(tuple(rate))
+            rows.append({"kind": "uapi", "driver": drv, "size": size, "rep": rep, "copies": n,
+                         "sync_mb_per_s": rate[0], "batch_mb_per_s": rate[1],
+                         "cpu_mb_per_s": rate[2]})
     for (drv, size, _), kbps in per_run.items():
         dmatest[(drv, size)].append(kbps / 1024)
     if not rows:
@@ -69,6 +79,22 @@ def main():
                 c = statistics.median(y for _, y in memcpy[s])
                 print(f"{s:>9} {d:>10.1f} {c:>10.1f} {d / c if c else float('nan'):>11.3f}")
                 fh.write(f"{s} {d} {c}\n")
+    if uapi:
+        def m(drv, s, i):
+            v = uapi.get((drv, s))
+            return statistics.median(x[i] for x in v) if v else float("nan")
+        print("\nuser-buffer copies through /dev/plx-dma-copy, MB/s (median): one COPY"
+              " at a time, SUBMIT/REAP batches of 32, CPU memcpy in the same process")
+        print(f"{'size':>9} {'C sync':>8} {'C batch':>8} {'Rust sync':>10} {'Rust batch':>11}"
+              f" {'CPU':>8} {'Rust/C':>7} {'batch/sync':>11} {'batch/CPU':>10}")
+        with open(f"{out}/uapi.dat", "w", encoding="utf-8") as fh:
+            for s in sorted({s for _, s in uapi}):
+                cs, cb = m("plx_dma", s, 0), m("plx_dma", s, 1)
+                rs, rb, cpu = m("rust_plx_dma", s, 0), m("rust_plx_dma", s, 1), m("rust_plx_dma", s, 2)
+                print(f"{s:>9} {cs:>8.1f} {cb:>8.1f} {rs:>10.1f} {rb:>11.1f} {cpu:>8.1f}"
+                      f" {rb / cb if cb else float('nan'):>7.2f} {rb / rs if rs else float('nan'):>11.2f}"
+                      f" {rb / cpu if cpu else float('nan'):>10.3f}")
+                fh.write(f"{s} {cs} {cb} {rs} {rb} {cpu}\n")
     return 0
 
 

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # Guest half of `make bench`: dmatest throughput of the C plx_dma and of
 # rust_plx_dma on the same emulated channels in one boot, and engine copies
-# against CPU copies through the Rust client.  Emits "BENCH ..." lines.
+# against CPU copies through the Rust client, and user-buffer copies through
+# /dev/plx-dma-copy (one at a time, batched, and by the CPU) on each driver.
+# Emits "BENCH ..." lines.
 . /guest/lib.sh
 . /guest/dmatest.sh
 
@@ -9,6 +11,18 @@ REPS=${REPS:-3}
 SIZES="4096 65536 1048576"
 
 iters_for() { case $1 in 4096) echo 4000 ;; 65536) echo 2000 ;; *) echo 300 ;; esac; }
+# User copies per measurement: a multiple of the tool's batch depth (32).
+uapi_iters_for() { case $1 in 4096) echo 2048 ;; 65536) echo 1024 ;; *) echo 128 ;; esac; }
+
+uapi_bench() {
+	drv=$1 rep=$2
+	modprobe plx_dma_copy || { not_ok "modprobe plx_dma_copy"; return; }
+	for size in $SIZES; do
+		/usr/local/bin/plx_dma_copy_bench "$size" "$(uapi_iters_for "$size")" "$rep" |
+			sed -n "s/^BENCH uapi /BENCH uapi $drv /p"
+	done
+	rmmod plx_dma_copy
+}
 
 dmatest_bench() {
 	drv=$1 size=$2 rep=$3
@@ -22,6 +36,7 @@ for rep in $(seq "$REPS"); do
 	for drv in plx_dma rust_plx_dma; do
 		modprobe "$drv" || { not_ok "modprobe $drv"; continue; }
 		for size in $SIZES; do dmatest_bench "$drv" "$size" "$rep"; done
+		uapi_bench "$drv" "$rep"
 		if [ "$drv" = rust_plx_dma ]; then
 			for size in $SIZES; do
 				mark="bench-memcpy-$size-$rep-$(date +%s)"

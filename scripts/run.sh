@@ -9,7 +9,7 @@
 need_root run
 t0=$(date +%s)
 rc=0
-selftests=$("$REPO/scripts/selftests-build.sh") || die "the uAPI example did not build"
+selftests=$("$REPO/scripts/user-build.sh") || die "the uAPI example did not build"
 run_emulated_guest run 2 900 "$REPO/scripts/guest/demo.sh" \
 	-a "$selftests/plx_dma_copy_example:/usr/local/bin/plx_dma_copy_example" >&2 || rc=$?
 echo

@@ -48,6 +48,10 @@ f0=$(basename "$(readlink /sys/class/dma/dma0chan0/device)")
 sub=$(sed -n 's/^submitted: //p' "/sys/kernel/debug/rust_plx_dma-$f0/stats")
 # The threads test alone makes 320 copies of one descriptor or more.
 check "dma0 took the kselftests' descriptors (submitted=$sub)" test "${sub:-0}" -ge 320
+# The benchmark tool of `make bench` works (its numbers mean little here).
+line=$(/usr/local/bin/plx_dma_copy_bench 65536 64 1 2>&1)
+echo "# $line"
+check "plx_dma_copy_bench reports one measurement" sh -c "echo '$line' | grep -qE '^BENCH uapi 65536 1 64 [0-9]+ [0-9]+ [0-9]+\$'"
 check "rmmod plx_dma_copy" rmmod plx_dma_copy
 check "rmmod rust_plx_dma" rmmod rust_plx_dma
 finish

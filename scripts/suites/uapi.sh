@@ -5,7 +5,7 @@
 
 results=$REPO/build/results
 mkdir -p "$results"
-selftests=$("$REPO/scripts/selftests-build.sh") || {
+selftests=$("$REPO/scripts/user-build.sh") || {
 	not_ok "the kselftests build"
 	finish
 }
@@ -17,7 +17,8 @@ STALL_MS=3000
 EMU_ARGS="--fault 2:fail-read-all --fault 3:stall=$STALL_MS"
 rc=0
 run_emulated_guest uapi 4 1200 "$REPO/scripts/suites/uapi.guest.sh" \
-	-a "$selftests/plx_dma_copy_test:/usr/local/bin/plx_dma_copy_test" || rc=$?
+	-a "$selftests/plx_dma_copy_test:/usr/local/bin/plx_dma_copy_test" \
+	-a "$selftests/plx_dma_copy_bench:/usr/local/bin/plx_dma_copy_bench" || rc=$?
 guest_points uapi
 check "uapi guest ran to the end with status 0, no splat" test "$rc" -eq 0
 finish

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Build the kselftests of tools/testing/selftests/drivers/dma/plx the
-# kselftest way (their Makefile includes the kernel's lib.mk), statically
-# linked for the guest's busybox userland, and the uAPI example program;
-# print the output directory.
+# Build the user-space programs of the guests, statically linked for their
+# busybox userland: the kselftests of tools/testing/selftests/drivers/dma/plx
+# the kselftest way (their Makefile includes the kernel's lib.mk), the uAPI
+# example program and the uAPI benchmark. Prints the output directory.
 #
-#   scripts/selftests-build.sh
+#   scripts/user-build.sh
 
 . "$(dirname "$0")/lib.sh"
 exec 3>&1 1>&2
@@ -27,4 +27,7 @@ in_root make -s -C "$REPO/tools/testing/selftests/drivers/dma/plx" \
 in_root gcc -Wall -Wextra -Werror -O2 -static -I"$REPO/include/uapi" \
 	-o "$out/plx_dma_copy_example" "$REPO/samples/uapi/plx_dma_copy_example.c" ||
 	die "the uAPI example did not build"
+in_root gcc -Wall -Wextra -Werror -O2 -static -I"$REPO/include/uapi" \
+	-o "$out/plx_dma_copy_bench" "$REPO/tools/testing/bench/plx_dma_copy_bench.c" ||
+	die "the uAPI benchmark did not build"
 echo "$out" >&3
