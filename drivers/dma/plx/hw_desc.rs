@@ -31,10 +31,13 @@ pub(crate) struct HwDesc {
     pub(crate) src_lo: u32,
 }
 
-// SAFETY: `HwDesc` is `repr(C)` plain integers without padding.
-unsafe impl kernel::transmute::AsBytes for HwDesc {}
-// SAFETY: Every bit pattern is a valid `HwDesc`.
-unsafe impl kernel::transmute::FromBytes for HwDesc {}
+crate::plain_data::impl_plain_data!(HwDesc {
+    flags_and_size: u32,
+    dst_hi: u16,
+    src_hi: u16,
+    dst_lo: u32,
+    src_lo: u32,
+});
 
 impl HwDesc {
     /// Builds a copy descriptor, not yet VALID.

@@ -18,6 +18,8 @@ mod dmaengine;
 #[allow(dead_code)]
 #[path = "../../../rust/kernel/pci_ext.rs"]
 mod pci_ext;
+#[path = "../../../rust/kernel/plain_data.rs"]
+mod plain_data;
 
 mod channel;
 mod hw_desc;
