@@ -95,6 +95,10 @@ struct SwDesc {
 struct RingState {
     /// A client holds the channel and the engine is programmed.
     active: bool,
+    /// The engine points at the ring, so the doorbell may ring. Cleared
+    /// before the engine is stopped: a doorbell on a detached engine is an
+    /// error (START with no ring).
+    attached: bool,
     /// The device is gone: every new request fails.
     dead: bool,
     /// Next slot to fill (free-running; slot = head % size).
@@ -193,6 +197,7 @@ impl PlxChannel {
                 size,
                 state <- new_spinlock_irq!(RingState {
                     active: false,
+                    attached: false,
                     dead: false,
                     head: 0,
                     tail: 0,
@@ -243,11 +248,25 @@ impl PlxChannel {
         bar.write_reg(regs::RING_COUNT::zeroed().with_value(self.size));
         bar.write_reg(regs::PREF_LIMIT::zeroed().with_value(PREFETCH_FOUR as u8));
         bar.write_reg(regs::INTR_CTRL::zeroed().with_error_en(true));
+        self.state.lock().attached = true;
+        Ok(())
+    }
+
+    /// Points the engine at the ring again and rings the doorbell for what
+    /// is queued (submitted while the engine was stopped).
+    fn restart(&self) -> Result {
+        self.program_ring()?;
+        let st = self.state.lock();
+        if st.active && st.in_flight() != 0 {
+            dma_mb(Write);
+            self.kick();
+        }
         Ok(())
     }
 
     /// Pauses the engine gracefully and detaches the ring from it.
     fn stop_engine(&self) {
+        self.state.lock().attached = false;
         let Some(bar) = self.bar.try_access() else {
             return;
         };
@@ -394,18 +413,9 @@ impl PlxChannel {
         self.drain(Drain::AbortBefore(bound));
         // Not `self.state.lock().active && ...`: that guard would live
         // through `program_ring`, which takes the lock again.
-        let (active, queued) = {
-            let st = self.state.lock();
-            (st.active, st.in_flight())
-        };
-        if !active {
-            return;
-        }
-        if self.program_ring().is_err() {
+        let active = self.state.lock().active;
+        if active && self.restart().is_err() {
             self.state.lock().active = false;
-        } else if queued != 0 {
-            dma_mb(Write);
-            self.kick();
         }
     }
 
@@ -567,12 +577,17 @@ impl ChannelOps for PlxChannel {
     }
 
     fn issue_pending(&self) {
-        if !self.state.lock().active {
+        // The doorbell rings under the lock, so that a recovery cannot
+        // detach the engine between the check and the write.
+        let st = self.state.lock();
+        if !st.active || !st.attached {
+            // A restart rings it for what is queued.
             return;
         }
         // Every VALID bit must reach memory before the doorbell.
         dma_mb(Write);
         self.kick();
+        drop(st);
     }
 
     fn poll(&self, cookie: Cookie) -> u32 {
@@ -589,7 +604,7 @@ impl ChannelOps for PlxChannel {
         let active = self.state.lock().active;
         self.stop_and_abort();
         if active {
-            self.program_ring()?;
+            self.restart()?;
         }
         Ok(())
     }
