@@ -98,12 +98,6 @@ unsigned int rust_user_dma_nents(const struct rust_user_dma *ud)
 	return ud->sgt.nents;
 }
 
-/* Pages pinned for the mapping. */
-unsigned int rust_user_dma_npages(const struct rust_user_dma *ud)
-{
-	return ud->npages;
-}
-
 /* Copies up to @max DMA segments out; returns how many. */
 unsigned int rust_user_dma_segments(const struct rust_user_dma *ud,
 				    dma_addr_t *addr, u32 *len,

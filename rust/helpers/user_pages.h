@@ -15,7 +15,6 @@ struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
 					size_t len, bool to_device,
 					bool longterm, int *err);
 unsigned int rust_user_dma_nents(const struct rust_user_dma *ud);
-unsigned int rust_user_dma_npages(const struct rust_user_dma *ud);
 unsigned int rust_user_dma_segments(const struct rust_user_dma *ud,
 				    dma_addr_t *addr, u32 *len,
 				    unsigned int max);

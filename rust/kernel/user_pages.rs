@@ -34,7 +34,6 @@ mod ffi {
             err: *mut c_int,
         ) -> *mut c_void;
         pub(super) fn rust_user_dma_nents(ud: *const c_void) -> c_uint;
-        pub(super) fn rust_user_dma_npages(ud: *const c_void) -> c_uint;
         pub(super) fn rust_user_dma_segments(
             ud: *const c_void,
             addr: *mut DmaAddress,
@@ -83,7 +82,6 @@ pub struct Segment {
 pub struct UserDma {
     raw: NonNull<c_void>,
     segments: KVec<Segment>,
-    pages: usize,
 }
 
 // SAFETY: The C object is only read after creation and freed once; the
@@ -134,12 +132,9 @@ impl UserDma {
         let mut this = Self {
             raw,
             segments: KVec::new(),
-            pages: 0,
         };
         // SAFETY: `raw` is live (type invariant).
         let n = unsafe { ffi::rust_user_dma_nents(raw.as_ptr()) } as usize;
-        // SAFETY: As above.
-        this.pages = unsafe { ffi::rust_user_dma_npages(raw.as_ptr()) } as usize;
         let mut addrs = KVec::<DmaAddress>::with_capacity(n, GFP_KERNEL)?;
         let mut lens = KVec::<u32>::with_capacity(n, GFP_KERNEL)?;
         // SAFETY: `raw` is live and both arrays have room for `n` entries.
@@ -166,11 +161,6 @@ impl UserDma {
     /// The DMA segments, in address order of the user range.
     pub fn segments(&self) -> &[Segment] {
         &self.segments
-    }
-
-    /// Pages pinned for this range.
-    pub fn pinned_pages(&self) -> usize {
-        self.pages
     }
 
     /// Pages the range `[uaddr, uaddr + len)` spans, as [`Self::map`] would

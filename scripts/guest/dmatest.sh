@@ -88,6 +88,11 @@ plx_functions() {
 	done
 }
 
+# The PCI function under DMA channel dma$1chan0.
+pci_of() { basename "$(readlink "/sys/class/dma/dma$1chan0/device")"; }
+# Counter $2 of rust_plx_dma's debugfs stats of PCI function $1.
+stat_of() { sed -n "s/^$2: //p" "/sys/kernel/debug/rust_plx_dma-$1/stats"; }
+
 # The driver bound to DMA channel $1 (e.g. dma0chan0).
 chan_driver() {
 	basename "$(readlink "/sys/class/dma/$1/device/driver" 2>/dev/null)"

@@ -25,6 +25,7 @@
 # the driver is reloaded with a watchdog shorter than the stall and two more
 # copies on ch2 must be aborted by it.
 . /guest/lib.sh
+. /guest/dmatest.sh # plx_functions pci_of stat_of
 . /guest/params.sh # STALL_MS BAD_IOVA
 
 SIZE=16384
@@ -32,15 +33,6 @@ SIZE=16384
 IRQ_TIMEOUT_MS=3000
 DRV=/sys/bus/pci/drivers/rust_plx_dma
 
-plx_functions() {
-	for d in /sys/bus/pci/devices/*; do
-		grep -q 0x87d0 "$d/device" && echo "${d##*/}"
-	done
-}
-# The PCI function under DMA channel dma$1chan0.
-pci_of() { basename "$(readlink "/sys/class/dma/dma$1chan0/device")"; }
-# A counter of the debugfs stats of function $1.
-stat_of() { sed -n "s/^$2: //p" "/sys/kernel/debug/rust_plx_dma-$1/stats"; }
 
 # client LABEL PARAM...: loads plx_fault_client once with PARAMs and unloads
 # it; its lines, without the prefix, are left in $OUT and kept as TAP

@@ -5,6 +5,7 @@
 # kselftest result becomes a test point; a skipped kselftest is a failure
 # here, since every channel it needs is given.
 . /guest/lib.sh
+. /guest/dmatest.sh # pci_of stat_of
 
 # Small enough that the pin-bound test reaches it with a few 4 MiB copies,
 # large enough for one 16 MiB copy (4096 + 4096 pages, plus two).
@@ -19,7 +20,7 @@ check "/dev/plx-dma-copy exists" test -c /dev/plx-dma-copy
 # The emulator's channels are on the bus in order, and rust_plx_dma probes
 # and numbers them in bus order: channel N is dmaNchan0.
 for n in 0 1 2 3; do
-	echo "# dma${n}chan0: $(basename "$(readlink /sys/class/dma/dma${n}chan0/device)")"
+	echo "# dma${n}chan0: $(pci_of $n)"
 done
 export PLX_DMA_CHAN=dma0chan0 PLX_DMA_UNBIND_CHAN=dma1chan0
 export PLX_DMA_FAULT_CHAN=dma2chan0 PLX_DMA_STALL_CHAN=dma3chan0
@@ -41,11 +42,10 @@ check "kselftest totals: no failure, no skip" grep -q '^# Totals: pass:[1-9][0-9
 # The user-buffer copies really went through the engine: the counters of
 # the channels the kselftests used moved.
 for n in 0 2 3; do
-	f=$(basename "$(readlink /sys/class/dma/dma${n}chan0/device)")
+	f=$(pci_of $n)
 	sed "s/^/# dma${n} $f: /" "/sys/kernel/debug/rust_plx_dma-$f/stats"
 done
-f0=$(basename "$(readlink /sys/class/dma/dma0chan0/device)")
-sub=$(sed -n 's/^submitted: //p' "/sys/kernel/debug/rust_plx_dma-$f0/stats")
+sub=$(stat_of "$(pci_of 0)" submitted)
 # The threads test alone makes 320 copies of one descriptor or more.
 check "dma0 took the kselftests' descriptors (submitted=$sub)" test "${sub:-0}" -ge 320
 # The benchmark tool of `make bench` works (its numbers mean little here).

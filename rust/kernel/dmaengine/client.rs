@@ -17,6 +17,7 @@ use core::ptr::NonNull;
 use kernel::{
     device::Device,
     dma::DmaAddress,
+    error::from_err_ptr,
     ffi::{c_uint, c_void},
     new_condvar, new_spinlock_irq,
     prelude::*,
@@ -129,11 +130,7 @@ impl MemcpyChannel {
     }
 
     fn from_request(raw: *mut c_void) -> Result<Self> {
-        let addr = raw as isize;
-        if (-4095..0).contains(&addr) {
-            return Err(Error::from_errno(addr as i32));
-        }
-        NonNull::new(raw).map(Self).ok_or(ENODEV)
+        NonNull::new(from_err_ptr(raw)?).map(Self).ok_or(ENODEV)
     }
 
     /// Returns the channel's name (e.g. `dma0chan0`).
@@ -208,24 +205,16 @@ impl MemcpyChannel {
         // SAFETY: `self.0` is a channel we hold; `ctx` stays valid until
         // the watch is dropped, which unregisters it first.
         let raw = unsafe { ffi::rust_dma_client_watch(self.0.as_ptr(), removal_call::<T>, ctx) };
-        let addr = raw as isize;
-        let err = if (-4095..0).contains(&addr) {
-            Some(Error::from_errno(addr as i32))
-        } else if raw.is_null() {
-            Some(ENOMEM)
-        } else {
-            None
-        };
-        match (err, NonNull::new(raw)) {
-            (None, Some(raw)) => Ok(RemovalWatch {
+        match from_err_ptr(raw).ok().and_then(NonNull::new) {
+            Some(raw) => Ok(RemovalWatch {
                 raw,
                 ctx,
                 drop_ctx: drop_removal_ctx::<T>,
             }),
-            (e, _) => {
+            None => {
                 // SAFETY: Not registered: the reference is ours again.
                 unsafe { drop_removal_ctx::<T>(ctx) };
-                Err(e.unwrap_or(ENOMEM))
+                Err(from_err_ptr(raw).err().unwrap_or(ENOMEM))
             }
         }
     }

@@ -85,6 +85,8 @@ struct State {
     done: KVec<usize>,
     done_head: usize,
     done_len: usize,
+    /// Descriptors ended so far: what waiters for progress watch.
+    ended: u64,
 }
 
 /// Completion state of one file's copies.
@@ -112,7 +114,7 @@ impl Tracker {
             done.push(0, GFP_KERNEL)?;
         }
         Ok(pin_init!(Self {
-            state <- new_spinlock_irq!(State { slots: s, done, done_head: 0, done_len: 0 }, "plx_dma_copy_tracker"),
+            state <- new_spinlock_irq!(State { slots: s, done, done_head: 0, done_len: 0, ended: 0 }, "plx_dma_copy_tracker"),
             cond <- new_condvar!("plx_dma_copy_done"),
         }))
     }
@@ -147,6 +149,7 @@ impl Tracker {
         s.remaining = s.remaining.saturating_sub(ended);
         s.outcome = s.outcome.worst(outcome);
         let finished = s.remaining == 0;
+        st.ended += u64::from(ended);
         if finished {
             Self::finish(&mut st, slot);
         }
@@ -219,16 +222,8 @@ impl Tracker {
 
     /// Waits up to `timeout_ms` until any descriptor ends.
     pub(crate) fn wait_any_progress(&self, timeout_ms: u32) -> core::result::Result<(), WaitEnd> {
-        let before = self.progress();
-        self.wait_until(timeout_ms, |st| Self::progress_of(st) != before)
-    }
-
-    fn progress_of(st: &State) -> u64 {
-        st.slots.iter().map(|s| u64::from(s.remaining)).sum()
-    }
-
-    fn progress(&self) -> u64 {
-        Self::progress_of(&self.state.lock())
+        let before = self.state.lock().ended;
+        self.wait_until(timeout_ms, |st| st.ended != before)
     }
 
     /// The oldest finished copy waiting for a reaper, without taking it.
