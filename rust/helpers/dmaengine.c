@@ -272,30 +272,62 @@ void rust_dma_desc_complete(struct dma_async_tx_descriptor *txd,
 
 /* Client side. */
 
-struct dma_chan *rust_dma_request_memcpy_chan(void)
+/*
+ * Whether the channel's driver can stop it.  A client unmaps and unpins its
+ * buffers right after a terminate; with a driver that has no
+ * device_terminate_all (the C plx_dma, ioatdma) the engine may still write
+ * them, so such channels are never handed to a Rust client.
+ */
+static bool rust_dma_chan_can_terminate(struct dma_chan *chan)
 {
-	dma_cap_mask_t mask;
-
-	dma_cap_zero(mask);
-	dma_cap_set(DMA_MEMCPY, mask);
-	return dma_request_chan_by_mask(&mask);
+	return chan->device->device_terminate_all;
 }
 
-static bool rust_dma_chan_is_named(struct dma_chan *chan, void *name)
+struct rust_dma_chan_match {
+	const char *name;	/* NULL: any */
+	bool unterminable;	/* a match was refused: it cannot be stopped */
+};
+
+static bool rust_dma_chan_filter(struct dma_chan *chan, void *param)
 {
-	return !strcmp(dma_chan_name(chan), name);
+	struct rust_dma_chan_match *m = param;
+
+	if (m->name && strcmp(dma_chan_name(chan), m->name))
+		return false;
+	if (!rust_dma_chan_can_terminate(chan)) {
+		m->unterminable = true;
+		return false;
+	}
+	return true;
 }
 
-/* The memcpy channel called @name, or an ERR_PTR (ENODEV: none free). */
-struct dma_chan *rust_dma_request_memcpy_chan_named(const char *name)
+/*
+ * A free memcpy channel called @name (any if NULL) that can be terminated,
+ * or an ERR_PTR: EOPNOTSUPP when the only match cannot be terminated,
+ * ENODEV when there is none free.
+ */
+static struct dma_chan *rust_dma_request_memcpy(const char *name)
 {
+	struct rust_dma_chan_match m = { .name = name };
 	struct dma_chan *chan;
 	dma_cap_mask_t mask;
 
 	dma_cap_zero(mask);
 	dma_cap_set(DMA_MEMCPY, mask);
-	chan = dma_request_channel(mask, rust_dma_chan_is_named, (void *)name);
-	return chan ? chan : ERR_PTR(-ENODEV);
+	chan = dma_request_channel(mask, rust_dma_chan_filter, &m);
+	if (chan)
+		return chan;
+	return ERR_PTR(name && m.unterminable ? -EOPNOTSUPP : -ENODEV);
+}
+
+struct dma_chan *rust_dma_request_memcpy_chan(void)
+{
+	return rust_dma_request_memcpy(NULL);
+}
+
+struct dma_chan *rust_dma_request_memcpy_chan_named(const char *name)
+{
+	return rust_dma_request_memcpy(name);
 }
 
 /* The longest transfer one descriptor of @chan may carry. */

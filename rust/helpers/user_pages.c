@@ -37,23 +37,28 @@ struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
 	unsigned long npages;
 	int pinned, ret;
 
-	if (!len || uaddr + len < uaddr) {
+	/*
+	 * The range, rounded out to whole pages, must not wrap: near 2^64
+	 * DIV_ROUND_UP(offset + len) would overflow to a count of 0 pages.
+	 */
+	if (!len || uaddr + len < uaddr || len > SIZE_MAX - PAGE_SIZE - offset) {
 		*err = -EINVAL;
 		return NULL;
 	}
 	npages = DIV_ROUND_UP(offset + len, PAGE_SIZE);
-	if (npages > INT_MAX) {
+	if (!npages || npages > INT_MAX) {
 		*err = -E2BIG;
 		return NULL;
 	}
-	ud = kzalloc(sizeof(*ud), GFP_KERNEL);
+	ud = kzalloc(sizeof(*ud), GFP_KERNEL_ACCOUNT);
 	if (!ud) {
 		*err = -ENOMEM;
 		return NULL;
 	}
-	ud->dev = dev;
+	/* Held until unmap: the mapping is torn down through this device. */
+	ud->dev = get_device(dev);
 	ud->dir = to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
-	ud->pages = kvmalloc_array(npages, sizeof(*ud->pages), GFP_KERNEL);
+	ud->pages = kvmalloc_array(npages, sizeof(*ud->pages), GFP_KERNEL_ACCOUNT);
 	if (!ud->pages) {
 		ret = -ENOMEM;
 		goto free_ud;
@@ -87,6 +92,7 @@ unpin:
 free_pages:
 	kvfree(ud->pages);
 free_ud:
+	put_device(ud->dev);
 	kfree(ud);
 	*err = ret;
 	return NULL;
@@ -128,5 +134,6 @@ void rust_user_dma_unmap(struct rust_user_dma *ud)
 	unpin_user_pages_dirty_lock(ud->pages, ud->npages,
 				    ud->dir == DMA_FROM_DEVICE);
 	kvfree(ud->pages);
+	put_device(ud->dev);
 	kfree(ud);
 }

@@ -78,14 +78,17 @@ pub struct Segment {
 /// # Invariants
 ///
 /// `raw` is a live `struct rust_user_dma` from `rust_user_dma_map`, owned
-/// by this value and released exactly once, in `drop`.
+/// by this value and released exactly once, in `drop`. It holds a reference
+/// on the device it was mapped for (`get_device`), so the `struct device`
+/// the unmap goes through outlives the value, wherever it is dropped.
 pub struct UserDma {
     raw: NonNull<c_void>,
     segments: KVec<Segment>,
 }
 
 // SAFETY: The C object is only read after creation and freed once; the
-// pinned pages and the mapping are not tied to the creating thread.
+// pinned pages and the mapping are not tied to the creating thread, and the
+// device is kept alive by the object's own reference.
 unsafe impl Send for UserDma {}
 // SAFETY: `&self` methods only read.
 unsafe impl Sync for UserDma {}

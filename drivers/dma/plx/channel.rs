@@ -265,32 +265,60 @@ impl PlxChannel {
     }
 
     /// Pauses the engine gracefully and detaches the ring from it.
-    fn stop_engine(&self) {
+    ///
+    /// When the pause does not complete, the current descriptor is
+    /// aborted and ABORT_DONE awaited: only an engine that said it stopped
+    /// may have its descriptors reported aborted, since their clients then
+    /// free the buffers. Returns `false` for an engine that did neither:
+    /// the channel is declared dead and its descriptors stay outstanding.
+    #[must_use]
+    fn stop_engine(&self) -> bool {
         self.state.lock().attached = false;
         let Some(bar) = self.bar.try_access() else {
-            return;
+            // The device is gone (its bus mastering with it).
+            return true;
         };
         let ctrl = bar.read(regs::CTRL);
         if u32::from(ctrl) & !u32::from(regs::CTRL::zeroed().with_graceful_pause(true)) == 0 {
             // Never started since reset.
-            return;
+            return true;
         }
+        // Polls CTRL every 10 us until `done` holds, `polls` times at most.
+        let wait_ctrl = |done: fn(&regs::CTRL) -> bool, polls| {
+            read_poll_timeout_atomic(
+                || Ok(bar.read(regs::CTRL)),
+                done,
+                Delta::from_micros(10),
+                polls,
+            )
+        };
         let pause = regs::CTRL::clear_status().with_graceful_pause(true);
         bar.write_reg(pause);
-        let done = read_poll_timeout_atomic(
-            || Ok(bar.read(regs::CTRL)),
-            |c: &regs::CTRL| c.graceful_pause_done(),
-            Delta::from_micros(10),
-            100_000,
-        );
-        if done.is_err() {
-            dev_err!(self.dev, "timeout waiting for graceful pause\n");
+        let paused = wait_ctrl(|c| c.graceful_pause_done(), 100_000);
+        if paused.is_err() {
+            dev_err!(
+                self.dev,
+                "timeout waiting for graceful pause: aborting the engine\n"
+            );
+            bar.write_reg(pause.with_abort(true));
+            let aborted = wait_ctrl(|c| c.abort_done(), 10_000);
+            if aborted.is_err() {
+                dev_err!(
+                    self.dev,
+                    "the engine neither paused nor aborted: channel declared dead, its descriptors stay outstanding\n"
+                );
+                let mut st = self.state.lock();
+                st.dead = true;
+                st.active = false;
+                return false;
+            }
         }
         bar.write_reg(pause);
         bar.write_reg(regs::RING_COUNT::zeroed());
         bar.write_reg(regs::RING_ADDR::zeroed());
         bar.write_reg(regs::RING_ADDR_HI::zeroed());
         bar.write_reg(regs::RING_NEXT_ADDR::zeroed());
+        true
     }
 
     /// Rings the doorbell: the engine fetches from its next pointer.
@@ -386,9 +414,15 @@ impl PlxChannel {
     /// `head` and `tail` keep counting: a descriptor submitted by another
     /// thread meanwhile stays queued at `tail`, where
     /// [`Self::program_ring`] points the engine next.
-    fn stop_and_abort(&self) {
-        self.stop_engine();
+    ///
+    /// `EIO` when the engine could not be stopped: nothing is aborted then,
+    /// since the engine may still write the buffers.
+    fn stop_and_abort(&self) -> Result {
+        if !self.stop_engine() {
+            return Err(EIO);
+        }
         self.drain(Drain::All);
+        Ok(())
     }
 
     /// Recovers from an engine error or a stall: complete what the engine
@@ -409,7 +443,10 @@ impl PlxChannel {
             why,
             bound.wrapping_sub(tail)
         );
-        self.stop_engine();
+        if !self.stop_engine() {
+            // Dead: its copies stay outstanding, see `stop_engine`.
+            return;
+        }
         self.drain(Drain::AbortBefore(bound));
         // Not `self.state.lock().active && ...`: that guard would live
         // through `program_ring`, which takes the lock again.
@@ -451,7 +488,11 @@ impl PlxChannel {
             st.dead = true;
             st.active = false;
         }
-        self.stop_and_abort();
+        if self.stop_and_abort().is_err() {
+            // Clients were told at the removal watch, before this: the
+            // descriptors end now, as the device loses bus mastering.
+            self.drain(Drain::All);
+        }
     }
 }
 
@@ -491,7 +532,11 @@ impl ChannelOps for PlxChannel {
 
     fn free_resources(&self) {
         self.state.lock().active = false;
-        self.stop_and_abort();
+        if self.stop_and_abort().is_err() {
+            // The client is gone; its terminate already failed, so it kept
+            // its buffers. The descriptors must end before the pool goes.
+            self.drain(Drain::All);
+        }
         let sub = self.state.lock().submitter.take();
         let comp = self.completer.lock().take();
         // Freed outside the locks; the descriptors go with the last one.
@@ -602,7 +647,7 @@ impl ChannelOps for PlxChannel {
 
     fn terminate_all(&self) -> Result {
         let active = self.state.lock().active;
-        self.stop_and_abort();
+        self.stop_and_abort()?;
         if active {
             self.restart()?;
         }

@@ -33,7 +33,7 @@ struct plx_dma_info {
 	__u32 max_batch;	/* most copies per PLX_DMA_IOC_SUBMIT */
 	__u32 max_in_flight;	/* most submitted, unreaped copies per file */
 	__u64 max_pinned_pages;	/* pages all files may pin at once */
-	__u64 pinned_pages;	/* pages pinned now, all files */
+	__u64 pinned_pages;	/* pages this file's copies hold pinned now */
 	char channel[PLX_DMA_CHAN_NAME_LEN]; /* e.g. "dma0chan0" */
 	__u64 copies;		/* this file: copies that succeeded */
 	__u64 failed;		/* this file: copies that failed */
@@ -45,8 +45,11 @@ struct plx_dma_info {
 /*
  * PLX_DMA_IOC_ATTACH: take a memcpy channel for this file, by name or
  * (empty name) any. A file uses one channel; COPY and SUBMIT attach to any
- * free channel if none was chosen. EBUSY: already attached; ENODEV: no such
- * free channel.
+ * free channel if none was chosen. Only channels whose driver can terminate
+ * them are used, since closing the file, a timeout or an unbind stop the
+ * engine before the pages are unpinned. EBUSY: already attached; ENODEV: no
+ * such free channel; EOPNOTSUPP: the named channel cannot be terminated
+ * (e.g. one of the C plx_dma driver).
  */
 struct plx_dma_attach {
 	__u32 size;
@@ -101,7 +104,7 @@ struct plx_dma_reap {
 	__u32 timeout_ms;
 	__u64 completions;	/* user address of struct plx_dma_completion[max] */
 	__u32 reaped;		/* out */
-	__u32 __reserved;
+	__u32 __reserved;	/* must be 0 (EINVAL otherwise) */
 };
 
 #define PLX_DMA_IOC_MAGIC 0xd7

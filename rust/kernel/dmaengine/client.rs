@@ -17,7 +17,7 @@ use core::ptr::NonNull;
 use kernel::{
     device::Device,
     dma::DmaAddress,
-    error::from_err_ptr,
+    error::{from_err_ptr, to_result},
     ffi::{c_uint, c_void},
     new_condvar, new_spinlock_irq,
     prelude::*,
@@ -114,7 +114,12 @@ struct SinkRef<T: CopySink> {
 }
 
 impl MemcpyChannel {
-    /// Takes any channel that can copy memory.
+    /// Takes any free channel that can copy memory and can be terminated.
+    ///
+    /// Channels whose driver has no `device_terminate_all` (the C
+    /// `plx_dma`, `ioatdma`) are never taken: [`Self::terminate`] is what
+    /// lets a client free its buffers while copies are queued, and such a
+    /// driver cannot honour it. `ENODEV` when none is free.
     pub fn request() -> Result<Self> {
         // SAFETY: No preconditions.
         let raw = unsafe { ffi::rust_dma_request_memcpy_chan() };
@@ -123,6 +128,9 @@ impl MemcpyChannel {
 
     /// Takes the memcpy channel called `name` (e.g. `dma0chan0`), if no
     /// other client holds it.
+    ///
+    /// `EOPNOTSUPP` when that channel cannot be terminated (see
+    /// [`Self::request`]), `ENODEV` when there is no such free channel.
     pub fn request_named(name: &CStr) -> Result<Self> {
         // SAFETY: `name` is a valid C string for the duration of the call.
         let raw = unsafe { ffi::rust_dma_request_memcpy_chan_named(name.as_char_ptr()) };
@@ -154,7 +162,16 @@ impl MemcpyChannel {
     }
 
     /// Prepares and submits one copy of `len` bytes between DMA addresses
-    /// of [`Self::device`]; `sink` hears of its end once, with `tag`.
+    /// of [`Self::device`]; `sink` hears of its end at most once, with
+    /// `tag`.
+    ///
+    /// At most: a provider whose terminate frees descriptors without
+    /// running their callbacks (virt-dma's do), or an engine declared dead
+    /// with descriptors outstanding, never reports them. The reference on
+    /// `sink` taken for the copy is then never dropped; a sink must not
+    /// rely on hearing of every copy to free what the copies use, which is
+    /// why [`CopySink`] implementers match reports by `tag` and ignore
+    /// stale ones.
     ///
     /// `interrupt` asks for a completion interrupt; without one the copy is
     /// reported when a later one's interrupt arrives. Nothing starts before
@@ -238,7 +255,10 @@ impl MemcpyChannel {
     /// (a lost interrupt) is reaped then and its result returned, with a
     /// warning. A copy still pending at the timeout, or on a signal,
     /// terminates the channel, so that the copy can no longer touch the
-    /// buffers, and `ETIMEDOUT` or `EINTR` is returned.
+    /// buffers, and `ETIMEDOUT` or `EINTR` is returned. If the channel
+    /// cannot be stopped, the terminate's error is returned instead and
+    /// the copy may still write `dst`: the caller must then keep both
+    /// buffers mapped.
     pub fn copy_sync(
         &self,
         dst: DmaAddress,
@@ -281,7 +301,7 @@ impl MemcpyChannel {
                 CondVarTimeoutResult::Timeout => break,
                 CondVarTimeoutResult::Signal { .. } => {
                     drop(guard);
-                    self.terminate();
+                    self.terminate()?;
                     return Err(EINTR);
                 }
             }
@@ -317,14 +337,21 @@ impl MemcpyChannel {
                 return Ok(r);
             }
         }
-        self.terminate();
+        self.terminate()?;
         Err(ETIMEDOUT)
     }
 
-    /// Aborts everything queued on the channel and waits for callbacks.
-    pub fn terminate(&self) {
+    /// Aborts everything queued on the channel and waits for the callbacks
+    /// of what was running to finish.
+    ///
+    /// Only `Ok` means the engine no longer touches any buffer of the
+    /// copies submitted so far. On an error the provider could not stop
+    /// them: their buffers must stay mapped (and user pages pinned) for
+    /// good, since the engine may still write them.
+    #[must_use = "buffers may be released only once the channel has stopped"]
+    pub fn terminate(&self) -> Result {
         // SAFETY: `self.0` is a channel we hold; we are in process context.
-        unsafe { ffi::rust_dma_client_terminate_sync(self.0.as_ptr()) };
+        to_result(unsafe { ffi::rust_dma_client_terminate_sync(self.0.as_ptr()) })
     }
 }
 

@@ -10,7 +10,7 @@
 //! to the caller's size.
 
 use kernel::{
-    ioctl::{_IOC_NR, _IOC_TYPE},
+    ioctl::{_IOW, _IOWR},
     prelude::*,
     uaccess::{UserPtr, UserSlice},
 };
@@ -25,8 +25,10 @@ pub(crate) const DEFAULT_TIMEOUT_MS: u32 = 10_000;
 /// `PLX_DMA_IOC_MAGIC`.
 const IOC_MAGIC: u32 = 0xd7;
 
-/// The ioctls, matched by type and number: the size bits of the command
-/// are those of the first version and do not limit the argument.
+/// The ioctls, matched on the whole command as the header defines it
+/// (type, number, direction and size bits): the size bits are those of the
+/// first version and do not limit the argument, whose own `size` field
+/// says how large it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Command {
     Info,
@@ -39,15 +41,17 @@ pub(crate) enum Command {
 impl Command {
     /// Decodes an ioctl command; `None` for one that is not ours.
     pub(crate) fn decode(cmd: u32) -> Option<Self> {
-        if _IOC_TYPE(cmd) != IOC_MAGIC {
-            return None;
-        }
-        Some(match _IOC_NR(cmd) {
-            0 => Self::Info,
-            1 => Self::Attach,
-            2 => Self::Copy,
-            3 => Self::Submit,
-            4 => Self::Reap,
+        const INFO: u32 = _IOWR::<[u8; info::SIZE]>(IOC_MAGIC, 0);
+        const ATTACH: u32 = _IOW::<[u8; attach::SIZE]>(IOC_MAGIC, 1);
+        const COPY: u32 = _IOW::<[u8; copy::SIZE]>(IOC_MAGIC, 2);
+        const SUBMIT: u32 = _IOWR::<[u8; submit::SIZE]>(IOC_MAGIC, 3);
+        const REAP: u32 = _IOWR::<[u8; reap::SIZE]>(IOC_MAGIC, 4);
+        Some(match cmd {
+            INFO => Self::Info,
+            ATTACH => Self::Attach,
+            COPY => Self::Copy,
+            SUBMIT => Self::Submit,
+            REAP => Self::Reap,
             _ => return None,
         })
     }
@@ -210,6 +214,7 @@ pub(crate) mod reap {
     pub(crate) const TIMEOUT_MS: usize = 12;
     pub(crate) const COMPLETIONS: usize = 16;
     pub(crate) const REAPED: usize = 24;
+    pub(crate) const RESERVED: usize = 28;
 }
 
 /// A copy request as the caller described it.

@@ -23,7 +23,6 @@ use crate::{
     abi::{self, Arg, Command, CopyReq, Out, CHAN_NAME_LEN},
     dmaengine::client::{MemcpyChannel, RemovalSink, RemovalWatch},
     job::{Job, Limits},
-    pins,
     tracker::{Outcome, Tracker, WaitEnd},
     user_pages::PinDuration,
 };
@@ -63,6 +62,30 @@ struct FileState {
 impl FileState {
     fn in_flight(&self) -> usize {
         self.jobs.len() - self.free.len()
+    }
+
+    /// Stops the channel so that no queued copy touches its memory any
+    /// more. Returns whether that worked; if not, the memory of every copy
+    /// stays pinned and mapped for good (the engine may still write it).
+    fn stop_channel(&mut self) -> bool {
+        let Some(chan) = &self.chan else {
+            return true;
+        };
+        let Err(e) = chan.terminate() else {
+            return true;
+        };
+        let mut kept = 0;
+        for job in self.jobs.iter_mut().flatten() {
+            job.abandon();
+            kept += 1;
+        }
+        pr_err!(
+            "{}: the channel could not be stopped ({:?}): the memory of {} copies stays pinned\n",
+            chan.name(),
+            e,
+            kept
+        );
+        false
     }
 
     /// Ends slot `slot`: drops its mapping (unpins) and counts the result.
@@ -187,10 +210,9 @@ impl CopyFile {
         drop(watch);
         let mut st = self.state.lock();
         if st.in_flight() > 0 {
-            // Unreaped copies may still run: stop them before unpinning.
-            if let Some(c) = &st.chan {
-                c.terminate();
-            }
+            // Unreaped copies may still run: stop them before unpinning
+            // (a channel that cannot stop keeps their memory pinned).
+            st.stop_channel();
         }
         for job in st.jobs.iter_mut() {
             drop(job.take());
@@ -208,7 +230,9 @@ impl CopyFile {
         out.put_u32(f::MAX_BATCH, MAX_BATCH);
         out.put_u32(f::MAX_IN_FLIGHT, MAX_IN_FLIGHT as u32);
         out.put_u64(f::MAX_PINNED, self.limits.max_pinned_pages);
-        out.put_u64(f::PINNED, pins::pinned_now());
+        // This file's pages only: another user's activity is not its to see.
+        let pinned: u64 = st.jobs.iter().flatten().map(Job::pinned_pages).sum();
+        out.put_u64(f::PINNED, pinned);
         out.put_bytes(f::CHANNEL, &st.chan_name);
         out.put_u64(f::COPIES, st.copies);
         out.put_u64(f::FAILED, st.failed);
@@ -259,14 +283,14 @@ impl CopyFile {
         let Some(slot) = st.free.pop() else {
             return Err(EAGAIN);
         };
-        self.tracker.arm(slot, count, for_reap);
+        let tag = self.tracker.arm(slot, count, for_reap);
         let mut sent = 0u32;
         let mut failure = None;
         for (i, c) in job.chunks(max_seg).enumerate() {
             let last = i + 1 == count as usize;
             let res = loop {
                 let chan = st.chan.as_ref().ok_or(ENODEV)?;
-                match chan.submit(c.dst, c.src, c.len as usize, last, &self.tracker, slot) {
+                match chan.submit(c.dst, c.src, c.len as usize, last, &self.tracker, tag.raw()) {
                     Err(e) if e == ENOSPC => {
                         // The provider's descriptors are all in use. This
                         // file holds the channel alone: only its own copies
@@ -300,7 +324,7 @@ impl CopyFile {
             Some(e) => {
                 // Part of the copy is queued: it runs, and the copy ends
                 // with the error once it has.
-                self.tracker.cut_short(slot, count - sent, e);
+                self.tracker.cut_short(tag, count - sent, e);
             }
         }
         st.jobs[slot] = Some(job);
@@ -330,9 +354,7 @@ impl CopyFile {
             Err(end) => {
                 // Stop the channel so the copy can no longer touch the
                 // pages, then collect what it did.
-                if let Some(c) = &st.chan {
-                    c.terminate();
-                }
+                st.stop_channel();
                 let o = self.tracker.finished(slot).unwrap_or(Outcome::Aborted);
                 let e = match end {
                     WaitEnd::Interrupted => EINTR,
@@ -405,7 +427,7 @@ impl CopyFile {
         let max = a.u32_at(f::MAX) as usize;
         let timeout = a.u32_at(f::TIMEOUT_MS);
         let completions = a.u64_at(f::COMPLETIONS) as usize;
-        if max == 0 || min > max {
+        if max == 0 || min > max || a.u32_at(f::RESERVED) != 0 {
             return Err(EINVAL);
         }
         let mut interrupted = false;
@@ -465,11 +487,10 @@ impl RemovalSink for CopyFile {
     fn device_removing(this: ArcBorrow<'_, Self>) {
         let mut st = this.state.lock();
         st.gone = true;
-        if let Some(c) = &st.chan {
-            c.terminate();
-        }
-        for job in st.jobs.iter_mut().flatten() {
-            job.unmap();
+        if st.stop_channel() {
+            for job in st.jobs.iter_mut().flatten() {
+                job.unmap();
+            }
         }
     }
 }

@@ -35,7 +35,7 @@ pub(crate) struct Job {
 struct Mapped {
     src: UserDma,
     dst: UserDma,
-    _pins: PinReservation,
+    pins: PinReservation,
 }
 
 /// One descriptor's worth of a copy.
@@ -85,7 +85,7 @@ impl Job {
             mapped: Some(Mapped {
                 src: src_map,
                 dst: dst_map,
-                _pins: pins,
+                pins,
             }),
         })
     }
@@ -94,6 +94,21 @@ impl Job {
     /// going away: the copy must be stopped first.
     pub(crate) fn unmap(&mut self) {
         self.mapped = None;
+    }
+
+    /// The pages this copy holds pinned (none once unmapped).
+    pub(crate) fn pinned_pages(&self) -> u64 {
+        self.mapped.as_ref().map_or(0, |m| m.pins.pages())
+    }
+
+    /// Gives up the copy's memory without unpinning or unmapping it: for a
+    /// channel that could not be stopped, whose engine may still write it.
+    /// The pages stay pinned (and charged) until reboot; that is the price
+    /// of never letting a device write freed memory.
+    pub(crate) fn abandon(&mut self) {
+        if let Some(m) = self.mapped.take() {
+            core::mem::forget(m);
+        }
     }
 
     /// The descriptors of this copy, none longer than `max_seg` bytes;

@@ -32,13 +32,15 @@ impl PinReservation {
     }
 }
 
+impl PinReservation {
+    /// The pages this reservation holds.
+    pub(crate) fn pages(&self) -> u64 {
+        self.0
+    }
+}
+
 impl Drop for PinReservation {
     fn drop(&mut self) {
         PINNED.fetch_sub(self.0, Relaxed);
     }
-}
-
-/// Pages reserved now, all files.
-pub(crate) fn pinned_now() -> u64 {
-    PINNED.load(Relaxed)
 }

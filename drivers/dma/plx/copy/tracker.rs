@@ -8,6 +8,12 @@
 //! that reaps the copy. A copy is finished when all of its descriptors
 //! are; copies submitted for later reaping then join the done queue, and
 //! waiters are woken.
+//!
+//! Each descriptor reports with a [`Tag`]: its slot and the slot's
+//! generation when the copy was armed. A callback that arrives after its
+//! copy was given up and the slot reused (a terminate that dropped it late,
+//! a provider bug) carries an old generation and is ignored, so it can
+//! never finish the copy that now holds the slot.
 
 use crate::dmaengine::{client::CopySink, TxResult};
 use kernel::{
@@ -59,9 +65,33 @@ impl Outcome {
     }
 }
 
+/// A descriptor's report address: slot and generation, packed into the
+/// `usize` tag the client abstraction carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tag {
+    slot: u16,
+    generation: u16,
+}
+
+impl Tag {
+    fn unpack(raw: usize) -> Self {
+        Self {
+            slot: (raw & 0xffff) as u16,
+            generation: ((raw >> 16) & 0xffff) as u16,
+        }
+    }
+
+    /// The packed form, for [`crate::dmaengine::client::MemcpyChannel::submit`].
+    pub(crate) fn raw(self) -> usize {
+        usize::from(self.slot) | (usize::from(self.generation) << 16)
+    }
+}
+
 /// One copy slot.
 #[derive(Clone, Copy)]
 struct Slot {
+    /// Bumped each time the slot is armed for a new copy.
+    generation: u16,
     /// Descriptors not yet ended.
     remaining: u32,
     outcome: Outcome,
@@ -72,6 +102,7 @@ struct Slot {
 impl Default for Slot {
     fn default() -> Self {
         Self {
+            generation: 0,
             remaining: 0,
             outcome: Outcome::Copied,
             queued_for_reap: false,
@@ -105,8 +136,11 @@ pub(crate) enum WaitEnd {
 }
 
 impl Tracker {
-    /// A tracker for up to `slots` copies in flight.
+    /// A tracker for up to `slots` copies in flight (at most 65536).
     pub(crate) fn new(slots: usize) -> Result<impl PinInit<Self>> {
+        if slots > usize::from(u16::MAX) + 1 {
+            return Err(EINVAL);
+        }
         let mut s = KVec::with_capacity(slots, GFP_KERNEL)?;
         let mut done = KVec::with_capacity(slots, GFP_KERNEL)?;
         for _ in 0..slots {
@@ -119,33 +153,46 @@ impl Tracker {
         }))
     }
 
-    /// Expects `descriptors` ends for `slot` before it is finished.
-    pub(crate) fn arm(&self, slot: usize, descriptors: u32, queued_for_reap: bool) {
+    /// Expects `descriptors` ends for `slot` before it is finished, in a
+    /// new generation. Returns the tag its descriptors report with.
+    pub(crate) fn arm(&self, slot: usize, descriptors: u32, queued_for_reap: bool) -> Tag {
         let mut st = self.state.lock();
+        let mut tag = Tag {
+            slot: slot as u16,
+            generation: 0,
+        };
         if let Some(s) = st.slots.get_mut(slot) {
+            tag.generation = s.generation.wrapping_add(1);
             *s = Slot {
+                generation: tag.generation,
                 remaining: descriptors,
                 outcome: Outcome::Copied,
                 queued_for_reap,
             };
         }
+        tag
     }
 
     /// Only part of the armed descriptors were queued, because of `err`:
     /// `not_submitted` will never end. Returns whether the slot is
     /// finished now.
-    pub(crate) fn cut_short(&self, slot: usize, not_submitted: u32, err: Error) -> bool {
-        self.settle(slot, not_submitted, Outcome::NotQueued(err))
+    pub(crate) fn cut_short(&self, tag: Tag, not_submitted: u32, err: Error) -> bool {
+        self.settle(tag, not_submitted, Outcome::NotQueued(err))
     }
 
-    /// Counts `ended` descriptors of `slot` as over with `outcome`; on the
-    /// last one the slot is finished and waiters are woken. Returns
-    /// whether the slot is finished.
-    fn settle(&self, slot: usize, ended: u32, outcome: Outcome) -> bool {
+    /// Counts `ended` descriptors of the copy `tag` names as over with
+    /// `outcome`; on the last one the slot is finished and waiters are
+    /// woken. Returns whether the slot is finished. A stale tag (the slot
+    /// has been armed again since) changes nothing.
+    fn settle(&self, tag: Tag, ended: u32, outcome: Outcome) -> bool {
+        let slot = usize::from(tag.slot);
         let mut st = self.state.lock();
         let Some(s) = st.slots.get_mut(slot) else {
             return true;
         };
+        if s.generation != tag.generation || s.remaining == 0 {
+            return s.remaining == 0;
+        }
         s.remaining = s.remaining.saturating_sub(ended);
         s.outcome = s.outcome.worst(outcome);
         let finished = s.remaining == 0;
@@ -247,7 +294,7 @@ impl Tracker {
 }
 
 impl CopySink for Tracker {
-    fn descriptor_done(this: ArcBorrow<'_, Self>, slot: usize, result: TxResult, residue: u32) {
+    fn descriptor_done(this: ArcBorrow<'_, Self>, tag: usize, result: TxResult, residue: u32) {
         let outcome = match result {
             TxResult::NoError if residue == 0 => Outcome::Copied,
             TxResult::NoError | TxResult::ReadFailed | TxResult::WriteFailed => {
@@ -255,6 +302,6 @@ impl CopySink for Tracker {
             }
             TxResult::Aborted => Outcome::Aborted,
         };
-        this.settle(slot, 1, outcome);
+        this.settle(Tag::unpack(tag), 1, outcome);
     }
 }

@@ -363,6 +363,12 @@ TEST_F(dev, bad_inputs)
 	expect_rejected(_metadata, self->fd, &c, EINVAL, "unknown flag");
 	c = good, c.__reserved = 1;
 	expect_rejected(_metadata, self->fd, &c, EINVAL, "reserved field set");
+	c = good, c.src = (uint64_t)-PAGE;
+	expect_rejected(_metadata, self->fd, &c, EFAULT, "source wrapping past 2^64");
+	c = good, c.dst = (uint64_t)-PAGE, c.len = PAGE;
+	expect_rejected(_metadata, self->fd, &c, EFAULT, "destination ending at 2^64");
+	c = good, c.src = UINT64_MAX - 100;
+	expect_rejected(_metadata, self->fd, &c, EFAULT, "source in the last bytes below 2^64");
 	c = good, c.size = 8;
 	expect_rejected(_metadata, self->fd, &c, EINVAL, "struct size too small");
 	c = good, c.size = 0;
@@ -384,6 +390,14 @@ TEST_F(dev, bad_inputs)
 	EXPECT_EQ(EFAULT, errno) TH_LOG("NULL argument");
 	EXPECT_EQ(-1, ioctl(self->fd, _IO(PLX_DMA_IOC_MAGIC, 99), &c));
 	EXPECT_EQ(ENOTTY, errno) TH_LOG("unknown ioctl");
+	/* The right number with the wrong direction or size bits is not ours. */
+	c = good;
+	EXPECT_EQ(-1, ioctl(self->fd, _IOWR(PLX_DMA_IOC_MAGIC, 2, struct plx_dma_copy), &c));
+	EXPECT_EQ(ENOTTY, errno) TH_LOG("COPY with read-write direction bits");
+	EXPECT_EQ(-1, ioctl(self->fd, _IOW(PLX_DMA_IOC_MAGIC, 2, __u64), &c));
+	EXPECT_EQ(ENOTTY, errno) TH_LOG("COPY with 8 as size bits");
+	EXPECT_EQ(-1, ioctl(self->fd, _IO(PLX_DMA_IOC_MAGIC, 2), &c));
+	EXPECT_EQ(ENOTTY, errno) TH_LOG("COPY without direction or size bits");
 	EXPECT_EQ(-1, attach(self->fd, NULL));
 	EXPECT_EQ(EBUSY, errno) TH_LOG("second attach");
 	EXPECT_EQ(0, pinned_pages(self->fd));
@@ -482,7 +496,8 @@ TEST_F(dev, batch_submit_and_reap)
 	EXPECT_EQ(0, pinned_pages(self->fd));
 }
 
-TEST_F(dev, reap_keeps_completions_on_efault)
+/* A refused REAP takes nothing: the completion waits for the next one. */
+TEST_F(dev, reap_keeps_completions_when_refused)
 {
 	unsigned char s[512], d[512];
 	struct plx_dma_copy c = {
@@ -490,15 +505,77 @@ TEST_F(dev, reap_keeps_completions_on_efault)
 		.len = sizeof(s), .user_data = 42,
 	};
 	struct plx_dma_completion done[4];
+	struct plx_dma_reap r = {
+		.size = sizeof(r), .min = 1, .max = 4, .timeout_ms = 10000,
+		.completions = (uintptr_t)done, .__reserved = 1,
+	};
 
 	fill(s, sizeof(s), 3);
 	ASSERT_EQ(1, submit(self->fd, &c, 1));
+	EXPECT_EQ(-1, ioctl(self->fd, PLX_DMA_IOC_REAP, &r));
+	EXPECT_EQ(EINVAL, errno) TH_LOG("reserved field set");
 	EXPECT_EQ(-1, reap(self->fd, (void *)8, 1, 4, 10000));
 	EXPECT_EQ(EFAULT, errno);
 	ASSERT_EQ(1, reap(self->fd, done, 1, 4, 10000));
 	EXPECT_EQ(42, done[0].user_data);
 	EXPECT_EQ((int64_t)sizeof(s), done[0].result);
 	EXPECT_EQ(0, memcmp(s, d, sizeof(s)));
+}
+
+/* INFO's pinned_pages counts the caller's own pages, not another file's. */
+TEST_F(dev, pinned_pages_are_per_file)
+{
+	unsigned char *s = map_pages(4 * PAGE), *d = map_pages(4 * PAGE);
+	struct plx_dma_copy c = {
+		.size = sizeof(c), .len = 3 * PAGE,
+	};
+	struct plx_dma_completion done[1];
+	int other = open_dev();
+
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	ASSERT_LE(0, other);
+	c.src = (uintptr_t)s, c.dst = (uintptr_t)d;
+	fill(s, 3 * PAGE, 5);
+	ASSERT_EQ(1, submit(self->fd, &c, 1));
+	/* Submitted and not reaped: its pages stay pinned until REAP. */
+	EXPECT_EQ(6, pinned_pages(self->fd));
+	EXPECT_EQ(0, pinned_pages(other));
+	ASSERT_EQ(1, reap(self->fd, done, 1, 1, 10000));
+	EXPECT_EQ(0, pinned_pages(self->fd));
+	EXPECT_EQ(0, memcmp(s, d, 3 * PAGE));
+	close(other);
+	munmap(s, 4 * PAGE);
+	munmap(d, 4 * PAGE);
+}
+
+/*
+ * A channel whose driver cannot terminate it (the C plx_dma has no
+ * device_terminate_all) is refused: closing, a timeout or an unbind would
+ * otherwise unpin pages its engine may still write.  Run with
+ * PLX_DMA_UNTERMINABLE_CHAN naming such a channel.
+ */
+TEST(attach_refuses_unterminable)
+{
+	const char *name = getenv("PLX_DMA_UNTERMINABLE_CHAN");
+	struct plx_dma_info i;
+	int fd;
+
+	if (!name)
+		SKIP(return, "PLX_DMA_UNTERMINABLE_CHAN not set");
+	fd = open_dev();
+	if (fd < 0)
+		SKIP(return, "%s: %s", DEV_PATH, strerror(errno));
+	EXPECT_EQ(-1, attach(fd, name));
+	EXPECT_EQ(EOPNOTSUPP, errno) TH_LOG("attach %s", name);
+	ASSERT_EQ(0, info(fd, &i));
+	EXPECT_EQ('\0', i.channel[0]) TH_LOG("attached to %s", i.channel);
+	/* Attaching to any channel never picks it either. */
+	if (attach(fd, NULL) == 0) {
+		ASSERT_EQ(0, info(fd, &i));
+		EXPECT_STRNE(name, i.channel);
+	}
+	close(fd);
 }
 
 TEST_F(dev, submit_errors)
