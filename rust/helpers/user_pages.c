@@ -9,6 +9,7 @@
 #include <linux/mm.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
+#include <linux/uaccess.h>
 
 #include "user_pages.h"
 
@@ -43,6 +44,11 @@ struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
 	 */
 	if (!len || uaddr + len < uaddr || len > SIZE_MAX - PAGE_SIZE - offset) {
 		*err = -EINVAL;
+		return NULL;
+	}
+	/* Not a user range at all (e.g. the top of the address space). */
+	if (!access_ok((void __user *)uaddr, len)) {
+		*err = -EFAULT;
 		return NULL;
 	}
 	npages = DIV_ROUND_UP(offset + len, PAGE_SIZE);
