@@ -253,21 +253,37 @@ dma_cookie_t rust_dma_desc_assign_cookie(struct dma_async_tx_descriptor *txd)
 
 /*
  * Completes @txd: records its cookie as done, releases the client's unmap
- * data and calls its callback with @result.  Must not run in hard-IRQ
- * context; the callback may submit new work.
+ * data and moves its callback into @cb, for rust_dma_callback_invoke() once
+ * the driver holds no lock that tx_status, terminate, prep or submit take:
+ * dmaengine.h lets a callback call all of them.
  */
 void rust_dma_desc_complete(struct dma_async_tx_descriptor *txd,
-			    enum dmaengine_tx_result result, u32 residue)
+			    struct dmaengine_desc_callback *cb)
 {
-	struct dmaengine_result res = { .result = result, .residue = residue };
-	struct dmaengine_desc_callback cb;
-
-	dmaengine_desc_get_callback(txd, &cb);
+	dmaengine_desc_get_callback(txd, cb);
 	txd->callback = NULL;
 	txd->callback_result = NULL;
 	dma_cookie_complete(txd);
 	dma_descriptor_unmap(txd);
-	dmaengine_desc_callback_invoke(&cb, &res);
+}
+
+/* Calls a callback taken by rust_dma_desc_complete(); never in hard IRQ. */
+void rust_dma_callback_invoke(const struct dmaengine_desc_callback *cb,
+			      enum dmaengine_tx_result result, u32 residue)
+{
+	struct dmaengine_result res = { .result = result, .residue = residue };
+
+	dmaengine_desc_callback_invoke((struct dmaengine_desc_callback *)cb,
+				       &res);
+}
+
+/* The Rust side keeps a callback as three opaque words. */
+static_assert(sizeof(struct dmaengine_desc_callback) == 3 * sizeof(void *));
+
+/* Whether the client acked @txd (DMA_CTRL_ACK): only then may it be reused. */
+bool rust_dma_desc_acked(struct dma_async_tx_descriptor *txd)
+{
+	return async_tx_test_ack(txd);
 }
 
 /* Client side. */
@@ -306,7 +322,7 @@ static bool rust_dma_chan_filter(struct dma_chan *chan, void *param)
  * or an ERR_PTR: EOPNOTSUPP when the only match cannot be terminated,
  * ENODEV when there is none free.
  */
-static struct dma_chan *rust_dma_request_memcpy(const char *name)
+struct dma_chan *rust_dma_request_memcpy_chan(const char *name)
 {
 	struct rust_dma_chan_match m = { .name = name };
 	struct dma_chan *chan;
@@ -320,15 +336,6 @@ static struct dma_chan *rust_dma_request_memcpy(const char *name)
 	return ERR_PTR(name && m.unterminable ? -EOPNOTSUPP : -ENODEV);
 }
 
-struct dma_chan *rust_dma_request_memcpy_chan(void)
-{
-	return rust_dma_request_memcpy(NULL);
-}
-
-struct dma_chan *rust_dma_request_memcpy_chan_named(const char *name)
-{
-	return rust_dma_request_memcpy(name);
-}
 
 /* The longest transfer one descriptor of @chan may carry. */
 u32 rust_dma_chan_max_seg(struct dma_chan *chan)

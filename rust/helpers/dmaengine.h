@@ -28,10 +28,13 @@ void rust_dma_desc_free(struct dma_async_tx_descriptor *txd);
 void rust_dma_desc_set_flags(struct dma_async_tx_descriptor *txd,
                              unsigned long flags);
 dma_cookie_t rust_dma_desc_assign_cookie(struct dma_async_tx_descriptor *txd);
+struct dmaengine_desc_callback;
 void rust_dma_desc_complete(struct dma_async_tx_descriptor *txd,
-                            enum dmaengine_tx_result result, u32 residue);
-struct dma_chan *rust_dma_request_memcpy_chan(void);
-struct dma_chan *rust_dma_request_memcpy_chan_named(const char *name);
+			    struct dmaengine_desc_callback *cb);
+void rust_dma_callback_invoke(const struct dmaengine_desc_callback *cb,
+			      enum dmaengine_tx_result result, u32 residue);
+bool rust_dma_desc_acked(struct dma_async_tx_descriptor *txd);
+struct dma_chan *rust_dma_request_memcpy_chan(const char *name);
 u32 rust_dma_chan_max_seg(struct dma_chan *chan);
 struct rust_dma_watch *rust_dma_client_watch(struct dma_chan *chan,
 					     rust_dma_removal_fn fn, void *ctx);

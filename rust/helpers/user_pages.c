@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Pin a user buffer and map it for a device's DMA: pin_user_pages_fast(),
- * a scatterlist cut at the device's max_seg_size, dma_map_sgtable(). The
- * steps are macros and inlines or need a page array Rust has no type for,
- * so they live here, and rust/kernel/user_pages.rs gives them a safe owner.
+ * Pin a user buffer and map it for a device's DMA: the pages charged to
+ * the caller's RLIMIT_MEMLOCK, pin_user_pages_fast(), a scatterlist cut at
+ * the device's max_seg_size, dma_map_sgtable(). The steps are macros and
+ * inlines or need a page array Rust has no type for, so they live here,
+ * and rust/kernel/user_pages.rs gives them a safe owner. This is the one
+ * pin, map and accounting path of the project's user memory.
  */
+#include <linux/capability.h>
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -15,6 +20,8 @@
 
 struct rust_user_dma {
 	struct device *dev;
+	/* Charged with npages in pinned_vm until unmap (held by mmgrab). */
+	struct mm_struct *mm;
 	struct page **pages;
 	unsigned int npages;
 	enum dma_data_direction dir;
@@ -22,10 +29,28 @@ struct rust_user_dma {
 };
 
 /*
+ * Charges @npages to @mm's pinned_vm, as ib_umem does: beyond
+ * RLIMIT_MEMLOCK only with CAP_IPC_LOCK. The charge stays with the mm that
+ * pinned, whichever task unmaps.
+ */
+static int rust_user_dma_charge(struct mm_struct *mm, unsigned long npages)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	s64 pinned = atomic64_add_return(npages, &mm->pinned_vm);
+
+	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
  * Pins [uaddr, uaddr + len) (writable unless @to_device) and maps it for
  * @dev. @longterm pins with FOLL_LONGTERM, for buffers held beyond the
- * system call. On failure returns NULL with *err set; nothing stays pinned
- * or mapped.
+ * system call. The pages are charged to the caller's RLIMIT_MEMLOCK
+ * (ENOMEM beyond it without CAP_IPC_LOCK). On failure returns NULL with
+ * *err set; nothing stays pinned, mapped or charged.
  */
 struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
 					size_t len, bool to_device,
@@ -69,10 +94,19 @@ struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
 		ret = -ENOMEM;
 		goto free_ud;
 	}
+	ud->mm = current->mm;
+	if (!ud->mm) {
+		ret = -EFAULT;
+		goto free_pages;
+	}
+	mmgrab(ud->mm);
+	ret = rust_user_dma_charge(ud->mm, npages);
+	if (ret)
+		goto drop_mm;
 	pinned = pin_user_pages_fast(uaddr & PAGE_MASK, npages, gup, ud->pages);
 	if (pinned < 0) {
 		ret = pinned;
-		goto free_pages;
+		goto uncharge;
 	}
 	ud->npages = pinned;
 	if (pinned != npages) {
@@ -95,6 +129,10 @@ free_sgt:
 	sg_free_table(&ud->sgt);
 unpin:
 	unpin_user_pages(ud->pages, ud->npages);
+uncharge:
+	atomic64_sub(npages, &ud->mm->pinned_vm);
+drop_mm:
+	mmdrop(ud->mm);
 free_pages:
 	kvfree(ud->pages);
 free_ud:
@@ -129,8 +167,8 @@ unsigned int rust_user_dma_segments(const struct rust_user_dma *ud,
 }
 
 /*
- * Unmaps, marks written pages dirty, unpins and frees. May sleep (the
- * dirtying locks the pages).
+ * Unmaps, marks written pages dirty, unpins, gives the charge back and
+ * frees. May sleep (the dirtying locks the pages).
  */
 void rust_user_dma_unmap(struct rust_user_dma *ud)
 {
@@ -139,6 +177,8 @@ void rust_user_dma_unmap(struct rust_user_dma *ud)
 	sg_free_table(&ud->sgt);
 	unpin_user_pages_dirty_lock(ud->pages, ud->npages,
 				    ud->dir == DMA_FROM_DEVICE);
+	atomic64_sub(ud->npages, &ud->mm->pinned_vm);
+	mmdrop(ud->mm);
 	kvfree(ud->pages);
 	put_device(ud->dev);
 	kfree(ud);

@@ -7,11 +7,14 @@
 //! [`include/linux/dma-mapping.h`](srctree/include/linux/dma-mapping.h).
 //!
 //! A [`UserDma`] owns one user range for as long as a device may access it:
-//! the pages are pinned (with `FOLL_WRITE` when the device writes them), a
+//! the pages are charged to the caller's `RLIMIT_MEMLOCK` (the mm's
+//! `pinned_vm`, as `ib_umem` counts them), pinned (with `FOLL_WRITE` when the device writes them), a
 //! scatterlist is built no longer per segment than the device's
 //! `max_seg_size`, and the list is mapped through the DMA API, so behind an
 //! IOMMU the device sees IOVAs. Dropping it unmaps, marks written pages
-//! dirty and unpins, in that order; the drop may sleep.
+//! dirty, unpins and returns the charge, in that order; the drop may sleep.
+//! It is the one pin, map and accounting path for user memory: the copy
+//! device's buffers and registered memory regions both use it.
 //!
 //! The steps are C macros and inlines, so they live in
 //! `rust/helpers/user_pages.c`. All `unsafe` code of the user-page support
@@ -99,7 +102,9 @@ impl UserDma {
     ///
     /// Errors: `EINVAL` for an empty or wrapping range, `EFAULT` when part
     /// of the range is unmapped (or read-only and `access` is
-    /// [`Access::DeviceWrites`]), `ENOMEM`, or the error of the DMA API.
+    /// [`Access::DeviceWrites`]) or outside user space, `ENOMEM` when the
+    /// pages would take the process beyond `RLIMIT_MEMLOCK` (and it lacks
+    /// `CAP_IPC_LOCK`) or memory is short, or the error of the DMA API.
     pub fn map(
         dev: &Device,
         uaddr: usize,

@@ -7,9 +7,10 @@
 . /guest/lib.sh
 . /guest/dmatest.sh # pci_of stat_of
 
-# Small enough that the pin-bound test reaches it with a few 4 MiB copies,
-# large enough for one 16 MiB copy (4096 + 4096 pages, plus two).
-MAX_PINNED=10000
+# Small enough that the pin-bound test reaches a file's share (half of it)
+# with a few 4 MiB copies; the share is large enough for one 16 MiB copy
+# (4096 + 4096 pages, plus two).
+MAX_PINNED=20000
 
 check "modprobe rust_plx_dma" modprobe rust_plx_dma
 check "plx_dma_copy refuses max_pinned_pages=0 (EINVAL, message, not loaded)" \
@@ -53,6 +54,21 @@ done
 sub=$(stat_of "$(pci_of 0)" submitted)
 # The threads test alone makes 320 copies of one descriptor or more.
 check "dma0 took the kselftests' descriptors (submitted=$sub)" test "${sub:-0}" -ge 320
+# A plain C dmaengine client calls tx_status, terminate_async and prep +
+# submit from its own completion callbacks on a rust_plx_dma channel. (On
+# the C plx_dma the first and last deadlock: it runs callbacks under the
+# ring lock its tx_status and prep take, so that is not run here.)
+callbacks_reentrant() {
+	mark="callbacks-$(date +%s)"
+	echo "$mark" >/dev/kmsg
+	loaded=0
+	modprobe plx_callback_client channel=dma0chan0 || loaded=$?
+	rmmod plx_callback_client 2>/dev/null
+	dmesg | sed -n "/$mark/,\$p" | sed -n 's/^\[[^]]*\] plx_callback_client: /# /p'
+	test "$loaded" -eq 0 &&
+		test "$(dmesg | sed -n "/$mark/,\$p" | grep -c 'plx_callback_client: ok ')" -eq 3
+}
+check "callbacks on dma0chan0 poll, terminate and resubmit on their own channel" callbacks_reentrant
 # The benchmark tool of `make bench` works (its numbers mean little here).
 line=$(/usr/local/bin/plx_dma_copy_bench 65536 64 1 2>&1)
 echo "# $line"

@@ -16,15 +16,23 @@
 //!
 //! - `state` (spinlock, IRQs off) orders the ring: head, tail, the slot
 //!   table, the free descriptors and cookie assignment (the [`Submitter`]).
-//! - `completer` (spinlock, IRQs off) serializes completions. It is taken
-//!   before `state` when both are needed, and client callbacks run under it
-//!   but never under `state`, so a callback may submit new work.
+//! - `completions` (spinlock, IRQs off) serializes completions and queues
+//!   the client callbacks they yield. It is taken before `state` when both
+//!   are needed. Callbacks run under no lock at all: one thread at a time
+//!   runs the queue in completion order, and a completion found meanwhile
+//!   (by another thread, or by a callback polling `tx_status` or
+//!   terminating) only queues its callback for that thread. So a callback
+//!   may poll, terminate, prepare and submit on its own channel, as
+//!   dmaengine allows. A descriptor is recycled only after its callback
+//!   ran, and only once the client acked it (`DMA_CTRL_ACK`).
 //! - The hard IRQ handler touches neither: it acknowledges the interrupt and
 //!   wakes the IRQ thread, which reaps.
 
 use crate::{
     dmaengine::{
-        provider::{Channel, ChannelOps, Completer, DescPool, Finished, Prepared, Submitter},
+        provider::{
+            Callback, Channel, ChannelOps, Completer, DescPool, Finished, Prepared, Submitter,
+        },
         Cookie, PrepFlags, TxResult,
     },
     hw_desc::{HwDesc, WriteBack, FLAG_VALID, MAX_ADDRESS, MAX_COPY},
@@ -46,7 +54,7 @@ use kernel::{
         barrier::{dma_mb, Write},
         Arc, SpinLockIrq,
     },
-    time::{hrtimer::HrTimer, Delta},
+    time::{delay::fsleep, hrtimer::HrTimer, Delta},
 };
 use pin_init::Zeroable;
 use watchdog::WatchdogState;
@@ -111,6 +119,9 @@ struct RingState {
     descs: KVec<SwDesc>,
     /// Descriptors neither prepared nor in flight.
     free: KVec<usize>,
+    /// Completed descriptors the client has not acked yet (no
+    /// `DMA_CTRL_ACK`): not reused until it does.
+    unacked: KVec<usize>,
     /// Present while a client holds the channel.
     submitter: Option<Submitter>,
     /// Progress seen by the stall watchdog.
@@ -121,6 +132,56 @@ impl RingState {
     fn in_flight(&self) -> u32 {
         self.head.wrapping_sub(self.tail)
     }
+
+    /// Makes descriptor `id`, whose callback has run, reusable, or keeps it
+    /// aside until its client acks it.
+    fn recycle(&mut self, id: usize) {
+        let acked = self.submitter.as_ref().is_none_or(|s| s.acked(id));
+        // Cannot fail: both lists have room for every descriptor.
+        let _ = if acked {
+            self.free.push_within_capacity(id)
+        } else {
+            self.unacked.push_within_capacity(id)
+        };
+    }
+
+    /// A free descriptor, taking back those acked since they completed.
+    fn take_free(&mut self) -> Option<usize> {
+        if self.free.is_empty() {
+            let Self {
+                unacked,
+                free,
+                submitter,
+                ..
+            } = self;
+            let sub = submitter.as_ref()?;
+            unacked.retain(|id| {
+                let take = sub.acked(*id) && free.push_within_capacity(*id).is_ok();
+                !take
+            });
+        }
+        self.free.pop()
+    }
+}
+
+/// A completed descriptor whose client callback has not run yet.
+struct Ended {
+    id: usize,
+    callback: Callback,
+}
+
+/// Completion bookkeeping, under `PlxChannel::completions`.
+struct Completions {
+    /// Present while a client holds the channel.
+    completer: Option<Completer>,
+    /// Callbacks waiting to run, in completion order. At most one per
+    /// descriptor: a descriptor is recycled only after its callback ran.
+    queue: KVec<Ended>,
+    /// Where the running thread moves `queue` to run it (same capacity,
+    /// so nothing is allocated under the lock).
+    spare: KVec<Ended>,
+    /// A thread is running callbacks; it also runs those queued meanwhile.
+    running: bool,
 }
 
 /// How [`PlxChannel::drain`] treats descriptors the engine has not finished.
@@ -146,11 +207,11 @@ pub(crate) struct PlxChannel {
     #[pin]
     state: SpinLockIrq<RingState>,
     #[pin]
-    completer: SpinLockIrq<Option<Completer>>,
+    completions: SpinLockIrq<Completions>,
     /// Set by the hard IRQ handler when the engine reported an error.
     error_pending: AtomicFlag,
     /// Serializes recoveries: the IRQ thread and the watchdog may both
-    /// decide to recover. Taken before `completer`.
+    /// decide to recover. Taken before `completions`.
     #[pin]
     recovery: SpinLockIrq<()>,
     /// Ticks of the stall watchdog (see [`Watchdog`]).
@@ -184,6 +245,9 @@ impl PlxChannel {
         let mut slot_desc = KVec::with_capacity(n, GFP_KERNEL)?;
         let mut descs = KVec::with_capacity(n, GFP_KERNEL)?;
         let free = KVec::with_capacity(n, GFP_KERNEL)?;
+        let unacked = KVec::with_capacity(n, GFP_KERNEL)?;
+        let queue = KVec::with_capacity(n, GFP_KERNEL)?;
+        let spare = KVec::with_capacity(n, GFP_KERNEL)?;
         for _ in 0..n {
             slot_desc.push(0, GFP_KERNEL)?;
             descs.push(SwDesc::default(), GFP_KERNEL)?;
@@ -204,10 +268,19 @@ impl PlxChannel {
                     slot_desc,
                     descs,
                     free,
+                    unacked,
                     submitter: None,
                     watchdog: WatchdogState::default(),
                 }, "plx_dma_ring"),
-                completer <- new_spinlock_irq!(None, "plx_dma_completer"),
+                completions <- new_spinlock_irq!(
+                    Completions {
+                        completer: None,
+                        queue,
+                        spare,
+                        running: false,
+                    },
+                    "plx_dma_completions"
+                ),
                 error_pending: AtomicFlag::new(false),
                 recovery <- new_spinlock_irq!((), "plx_dma_recovery"),
                 watchdog_timer <- HrTimer::new(),
@@ -332,39 +405,62 @@ impl PlxChannel {
         }
     }
 
-    /// Completes finished (or, with [`Drain::All`], all) descriptors.
-    ///
-    /// Runs client callbacks under `completer` only.
+    /// Completes finished (or, with [`Drain::All`], all) descriptors, then
+    /// runs the client callbacks (see the locking rules above).
     fn drain(&self, mode: Drain) -> usize {
-        let mut completer = self.completer.lock();
         let mut total = 0;
         let mut done: [Option<(usize, Finished)>; BATCH] = [const { None }; BATCH];
         loop {
+            let mut comp = self.completions.lock();
             let n = self.collect(mode, &mut done);
             if n == 0 {
                 break;
             }
             total += n;
-            let mut ids = [0usize; BATCH];
-            for (slot, id) in done.iter_mut().zip(ids.iter_mut()).take(n) {
-                if let Some((desc, fin)) = slot.take() {
-                    *id = desc;
-                    match fin.result() {
-                        TxResult::NoError => Stats::bump(&self.stats.completed),
-                        _ => Stats::bump(&self.stats.failed),
-                    }
-                    if let Some(c) = &mut *completer {
-                        c.complete(fin);
-                    }
+            for (id, fin) in done.iter_mut().take(n).filter_map(Option::take) {
+                match fin.result() {
+                    TxResult::NoError => Stats::bump(&self.stats.completed),
+                    _ => Stats::bump(&self.stats.failed),
+                }
+                let callback = comp.completer.as_mut().and_then(|c| c.complete(fin));
+                let queued = match callback {
+                    // Cannot fail: one entry per descriptor at most.
+                    Some(callback) => comp
+                        .queue
+                        .push_within_capacity(Ended { id, callback })
+                        .is_ok(),
+                    None => false,
+                };
+                if !queued {
+                    self.state.lock().recycle(id);
                 }
             }
-            let mut st = self.state.lock();
-            for id in ids.iter().take(n) {
-                // Cannot fail: `free` has capacity for every descriptor.
-                let _ = st.free.push_within_capacity(*id);
-            }
         }
+        self.run_callbacks();
         total
+    }
+
+    /// Runs the queued client callbacks with no lock held, unless another
+    /// thread (or this one, further up the stack) already does: that one
+    /// runs them, in order.
+    fn run_callbacks(&self) {
+        let mut comp = self.completions.lock();
+        if comp.running {
+            return;
+        }
+        comp.running = true;
+        while !comp.queue.is_empty() {
+            let mut batch = core::mem::take(&mut comp.spare);
+            core::mem::swap(&mut comp.queue, &mut batch);
+            drop(comp);
+            for ended in batch.drain_all() {
+                ended.callback.invoke();
+                self.state.lock().recycle(ended.id);
+            }
+            comp = self.completions.lock();
+            comp.spare = batch;
+        }
+        comp.running = false;
     }
 
     /// Moves up to [`BATCH`] finished descriptors off the ring into `out`.
@@ -497,7 +593,7 @@ impl PlxChannel {
 }
 
 impl ChannelOps for PlxChannel {
-    fn alloc_resources(&self, chan: &Channel) -> Result<u32> {
+    fn alloc_resources(&self, chan: &Channel<'_>) -> Result<u32> {
         let (sub, comp) = DescPool::alloc(chan, self.size as usize)?;
         {
             let mut st = self.state.lock();
@@ -511,11 +607,12 @@ impl ChannelOps for PlxChannel {
             st.head = 0;
             st.tail = 0;
             st.free.clear();
+            st.unacked.clear();
             for i in (0..self.size as usize).rev() {
                 let _ = st.free.push_within_capacity(i);
             }
         }
-        *self.completer.lock() = Some(comp);
+        self.completions.lock().completer = Some(comp);
         if let Err(e) = self.program_ring() {
             self.free_resources();
             return Err(e);
@@ -537,8 +634,10 @@ impl ChannelOps for PlxChannel {
             // its buffers. The descriptors must end before the pool goes.
             self.drain(Drain::All);
         }
+        // Every callback has run before the descriptors go.
+        self.synchronize();
         let sub = self.state.lock().submitter.take();
-        let comp = self.completer.lock().take();
+        let comp = self.completions.lock().completer.take();
         // Freed outside the locks; the descriptors go with the last one.
         drop(sub);
         drop(comp);
@@ -570,7 +669,7 @@ impl ChannelOps for PlxChannel {
         if !st.active {
             return Err(ENODEV);
         }
-        let id = st.free.pop().ok_or(ENOSPC)?;
+        let id = st.take_free().ok_or(ENOSPC)?;
         st.descs[id] = SwDesc {
             dst,
             src,
@@ -655,7 +754,16 @@ impl ChannelOps for PlxChannel {
     }
 
     fn synchronize(&self) {
-        // Completions, and so client callbacks, run under `completer`.
-        drop(self.completer.lock());
+        // Process context (dmaengine_synchronize may sleep), never from a
+        // callback: wait until no callback runs or waits to run.
+        loop {
+            {
+                let comp = self.completions.lock();
+                if !comp.running && comp.queue.is_empty() {
+                    return;
+                }
+            }
+            fsleep(Delta::from_micros(100));
+        }
     }
 }

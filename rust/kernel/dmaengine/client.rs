@@ -26,10 +26,24 @@ use kernel::{
     time::msecs_to_jiffies,
 };
 
+/// Longest channel name kept, with its NUL (`dma%dchan%d` needs 21).
+const NAME_LEN: usize = 32;
+
 /// A DMA channel taken from the dmaengine core for memcpy.
 ///
 /// Released when dropped.
-pub struct MemcpyChannel(NonNull<c_void>);
+///
+/// # Invariants
+///
+/// `raw` is a channel this value holds (from `dma_request_channel`),
+/// released once, in `drop`. `name` is its NUL-terminated name, copied at
+/// request time: the name lives in the channel's `struct device`, which
+/// the core frees when the provider unregisters, even while clients still
+/// hold the channel.
+pub struct MemcpyChannel {
+    raw: NonNull<c_void>,
+    name: [u8; NAME_LEN],
+}
 
 // SAFETY: A `struct dma_chan` may be used from any thread.
 unsafe impl Send for MemcpyChannel {}
@@ -121,9 +135,7 @@ impl MemcpyChannel {
     /// lets a client free its buffers while copies are queued, and such a
     /// driver cannot honour it. `ENODEV` when none is free.
     pub fn request() -> Result<Self> {
-        // SAFETY: No preconditions.
-        let raw = unsafe { ffi::rust_dma_request_memcpy_chan() };
-        Self::from_request(raw)
+        Self::take(None)
     }
 
     /// Takes the memcpy channel called `name` (e.g. `dma0chan0`), if no
@@ -132,19 +144,33 @@ impl MemcpyChannel {
     /// `EOPNOTSUPP` when that channel cannot be terminated (see
     /// [`Self::request`]), `ENODEV` when there is no such free channel.
     pub fn request_named(name: &CStr) -> Result<Self> {
-        // SAFETY: `name` is a valid C string for the duration of the call.
-        let raw = unsafe { ffi::rust_dma_request_memcpy_chan_named(name.as_char_ptr()) };
-        Self::from_request(raw)
+        Self::take(Some(name))
     }
 
-    fn from_request(raw: *mut c_void) -> Result<Self> {
-        NonNull::new(from_err_ptr(raw)?).map(Self).ok_or(ENODEV)
+    fn take(name: Option<&CStr>) -> Result<Self> {
+        let name_ptr = name.map_or(core::ptr::null(), CStr::as_char_ptr);
+        // SAFETY: `name_ptr` is NULL or a valid C string for the duration
+        // of the call.
+        let raw = unsafe { ffi::rust_dma_request_memcpy_chan(name_ptr) };
+        let raw = NonNull::new(from_err_ptr(raw)?).ok_or(ENODEV)?;
+        let mut this = Self {
+            raw,
+            name: [0; NAME_LEN],
+        };
+        // SAFETY: We hold the channel, so its device (and name) is alive
+        // now; the bytes are copied before this borrow ends.
+        let cur = unsafe { CStr::from_char_ptr(ffi::rust_dma_chan_name(raw.as_ptr())) };
+        let b = cur.to_bytes();
+        let n = b.len().min(NAME_LEN - 1);
+        this.name[..n].copy_from_slice(&b[..n]);
+        // INVARIANT: `raw` is held and `name` ends in a NUL.
+        Ok(this)
     }
 
-    /// Returns the channel's name (e.g. `dma0chan0`).
-    pub fn name(&self) -> &kernel::str::CStr {
-        // SAFETY: The name lives as long as the channel we hold.
-        unsafe { kernel::str::CStr::from_char_ptr(ffi::rust_dma_chan_name(self.0.as_ptr())) }
+    /// Returns the channel's name (e.g. `dma0chan0`), as it was when the
+    /// channel was taken.
+    pub fn name(&self) -> &CStr {
+        CStr::from_bytes_until_nul(&self.name).unwrap_or(c"?")
     }
 
     /// Returns the device that maps buffers for this channel (the engine).
@@ -157,8 +183,8 @@ impl MemcpyChannel {
 
     /// The longest copy one descriptor of this channel may carry.
     pub fn max_segment(&self) -> u32 {
-        // SAFETY: `self.0` is a channel we hold.
-        unsafe { ffi::rust_dma_chan_max_seg(self.0.as_ptr()) }
+        // SAFETY: `self.raw` is a channel we hold.
+        unsafe { ffi::rust_dma_chan_max_seg(self.raw.as_ptr()) }
     }
 
     /// Prepares and submits one copy of `len` bytes between DMA addresses
@@ -197,9 +223,9 @@ impl MemcpyChannel {
         if interrupt {
             flags = flags | PrepFlags::INTERRUPT;
         }
-        // SAFETY: `self.0` is a channel we hold.
+        // SAFETY: `self.raw` is a channel we hold.
         let txd = unsafe {
-            ffi::rust_dma_client_prep_memcpy(self.0.as_ptr(), dst, src, len, flags.raw())
+            ffi::rust_dma_client_prep_memcpy(self.raw.as_ptr(), dst, src, len, flags.raw())
         };
         if txd.is_null() {
             return Err(ENOSPC);
@@ -219,9 +245,9 @@ impl MemcpyChannel {
     /// Calls `sink` when the channel's device is about to be unbound.
     pub fn watch_removal<T: RemovalSink>(&self, sink: Arc<T>) -> Result<RemovalWatch> {
         let ctx = Arc::into_raw(sink).cast_mut().cast::<c_void>();
-        // SAFETY: `self.0` is a channel we hold; `ctx` stays valid until
+        // SAFETY: `self.raw` is a channel we hold; `ctx` stays valid until
         // the watch is dropped, which unregisters it first.
-        let raw = unsafe { ffi::rust_dma_client_watch(self.0.as_ptr(), removal_call::<T>, ctx) };
+        let raw = unsafe { ffi::rust_dma_client_watch(self.raw.as_ptr(), removal_call::<T>, ctx) };
         match from_err_ptr(raw).ok().and_then(NonNull::new) {
             Some(raw) => Ok(RemovalWatch {
                 raw,
@@ -238,13 +264,13 @@ impl MemcpyChannel {
 
     /// Starts what [`Self::submit`] queued.
     pub fn issue_pending(&self) {
-        // SAFETY: `self.0` is a channel we hold.
-        unsafe { ffi::rust_dma_client_issue_pending(self.0.as_ptr()) };
+        // SAFETY: `self.raw` is a channel we hold.
+        unsafe { ffi::rust_dma_client_issue_pending(self.raw.as_ptr()) };
     }
 
     fn dev(&self) -> *mut c_void {
-        // SAFETY: `self.0` is a channel we hold.
-        unsafe { ffi::rust_dma_chan_dev(self.0.as_ptr()) }
+        // SAFETY: `self.raw` is a channel we hold.
+        unsafe { ffi::rust_dma_chan_dev(self.raw.as_ptr()) }
     }
 
     /// Copies `len` bytes between two DMA addresses of [`Self::device`] and
@@ -274,9 +300,9 @@ impl MemcpyChannel {
             GFP_KERNEL,
         )?;
         let flags = PrepFlags::INTERRUPT | PrepFlags::ACK;
-        // SAFETY: `self.0` is a channel we hold.
+        // SAFETY: `self.raw` is a channel we hold.
         let txd = unsafe {
-            ffi::rust_dma_client_prep_memcpy(self.0.as_ptr(), dst, src, len, flags.raw())
+            ffi::rust_dma_client_prep_memcpy(self.raw.as_ptr(), dst, src, len, flags.raw())
         };
         if txd.is_null() {
             return Err(EIO);
@@ -290,8 +316,8 @@ impl MemcpyChannel {
             drop(unsafe { Arc::from_raw(ctx.cast::<Done>()) });
             return Err(Error::from_errno(cookie.raw()));
         }
-        // SAFETY: `self.0` is a channel we hold.
-        unsafe { ffi::rust_dma_client_issue_pending(self.0.as_ptr()) };
+        // SAFETY: `self.raw` is a channel we hold.
+        unsafe { ffi::rust_dma_client_issue_pending(self.raw.as_ptr()) };
 
         let mut left = msecs_to_jiffies(timeout_ms);
         let mut guard = done.result.lock();
@@ -314,8 +340,8 @@ impl MemcpyChannel {
         // reaching us (a lost interrupt). Asking for the status makes the
         // driver reap finished work; only a copy that is still pending has
         // really timed out.
-        // SAFETY: `self.0` is a channel we hold and `cookie` was issued on it.
-        if unsafe { ffi::rust_dma_client_tx_complete(self.0.as_ptr(), cookie.raw()) } {
+        // SAFETY: `self.raw` is a channel we hold and `cookie` was issued on it.
+        if unsafe { ffi::rust_dma_client_tx_complete(self.raw.as_ptr(), cookie.raw()) } {
             // The callback follows the cookie's completion (at once here,
             // or from another CPU that is completing it).
             let mut guard = done.result.lock();
@@ -350,8 +376,8 @@ impl MemcpyChannel {
     /// good, since the engine may still write them.
     #[must_use = "buffers may be released only once the channel has stopped"]
     pub fn terminate(&self) -> Result {
-        // SAFETY: `self.0` is a channel we hold; we are in process context.
-        to_result(unsafe { ffi::rust_dma_client_terminate_sync(self.0.as_ptr()) })
+        // SAFETY: `self.raw` is a channel we hold; we are in process context.
+        to_result(unsafe { ffi::rust_dma_client_terminate_sync(self.raw.as_ptr()) })
     }
 }
 
@@ -474,7 +500,7 @@ impl Drop for DmaBuffer<'_> {
 impl Drop for MemcpyChannel {
     fn drop(&mut self) {
         // SAFETY: We hold the channel and give it back once.
-        unsafe { ffi::rust_dma_release_chan(self.0.as_ptr()) };
+        unsafe { ffi::rust_dma_release_chan(self.raw.as_ptr()) };
     }
 }
 

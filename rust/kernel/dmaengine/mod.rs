@@ -32,6 +32,12 @@ mod ffi {
     use kernel::dma::DmaAddress;
     use kernel::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 
+    /// A `struct dmaengine_desc_callback`: three pointers of the client's,
+    /// only moved here (the helper checks the size with a static_assert).
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    pub(super) struct RawCallback(pub(super) [usize; 3]);
+
     /// Mirror of `struct rust_dma_ops` in the helper file.
     #[repr(C)]
     pub(super) struct RawOps {
@@ -71,10 +77,15 @@ mod ffi {
         pub(super) fn rust_dma_desc_free(txd: *mut c_void);
         pub(super) fn rust_dma_desc_set_flags(txd: *mut c_void, flags: c_ulong);
         pub(super) fn rust_dma_desc_assign_cookie(txd: *mut c_void) -> i32;
-        pub(super) fn rust_dma_desc_complete(txd: *mut c_void, result: c_uint, residue: u32);
+        pub(super) fn rust_dma_desc_complete(txd: *mut c_void, cb: *mut RawCallback);
+        pub(super) fn rust_dma_callback_invoke(
+            cb: *const RawCallback,
+            result: c_uint,
+            residue: u32,
+        );
+        pub(super) fn rust_dma_desc_acked(txd: *mut c_void) -> bool;
 
-        pub(super) fn rust_dma_request_memcpy_chan() -> *mut c_void;
-        pub(super) fn rust_dma_request_memcpy_chan_named(name: *const c_char) -> *mut c_void;
+        pub(super) fn rust_dma_request_memcpy_chan(name: *const c_char) -> *mut c_void;
         pub(super) fn rust_dma_chan_max_seg(chan: *mut c_void) -> u32;
         pub(super) fn rust_dma_client_watch(
             chan: *mut c_void,

@@ -14,9 +14,10 @@
 //! - a [`Submitter`], which prepares descriptors and assigns cookies; the
 //!   driver keeps it under the lock that orders its ring, which is what
 //!   serializes the channel's cookie counter;
-//! - a [`Completer`], which completes them (cookie, unmap, client callback);
-//!   the driver keeps it under a separate lock so that client callbacks, which
-//!   may submit new work, never run under the ring lock.
+//! - a [`Completer`], which completes them (cookie, unmap) and hands back
+//!   each client callback as a [`Callback`], which the driver invokes once
+//!   it holds no lock at all: a callback may call `tx_status`, terminate,
+//!   prep and submit on the same channel.
 //!
 //! # Lifetimes
 //!
@@ -46,7 +47,7 @@ pub trait ChannelOps: Send + Sync + 'static {
     /// A client took the channel: allocate what transactions need.
     ///
     /// Returns the number of descriptors available.
-    fn alloc_resources(&self, chan: &Channel) -> Result<u32>;
+    fn alloc_resources(&self, chan: &Channel<'_>) -> Result<u32>;
 
     /// The last client released the channel: stop, abort and free.
     fn free_resources(&self);
@@ -79,13 +80,20 @@ pub trait ChannelOps: Send + Sync + 'static {
 }
 
 /// A borrowed C `struct dma_chan` of a registered device.
-pub struct Channel(NonNull<c_void>);
+///
+/// # Invariants
+///
+/// The channel's device is registered for at least `'a`: the lifetime is
+/// that of the [`Registration`] borrow ([`Registration::channel`]) or of
+/// the core's call ([`ChannelOps::alloc_resources`]). The name lives in the
+/// channel's `struct device`, which unregistering frees.
+pub struct Channel<'a>(NonNull<c_void>, PhantomData<&'a ()>);
 
-impl Channel {
+impl Channel<'_> {
     /// Returns the channel's name in `/sys/class/dma` (e.g. `dma0chan0`).
     pub fn name(&self) -> &CStr {
-        // SAFETY: `self.0` is a registered channel; its name lives as long as
-        // the channel's device, which outlives this borrow.
+        // SAFETY: The device is registered for the borrow (type invariant),
+        // so the channel's device and its name are alive.
         unsafe { CStr::from_char_ptr(ffi::rust_dma_chan_name(self.0.as_ptr())) }
     }
 }
@@ -121,16 +129,24 @@ pub struct DescPool;
 
 impl DescPool {
     /// Allocates `count` descriptors bound to `chan`.
-    pub fn alloc(chan: &Channel, count: usize) -> Result<(Submitter, Completer)> {
-        let mut descs = KVec::with_capacity(count, GFP_KERNEL)?;
-        let mut pool = PoolInner { descs: KVec::new() };
+    ///
+    /// On failure, the descriptors allocated so far are freed.
+    pub fn alloc(chan: &Channel<'_>, count: usize) -> Result<(Submitter, Completer)> {
+        let mut pool = PoolInner {
+            descs: KVec::with_capacity(count, GFP_KERNEL)?,
+        };
         for i in 0..count {
             // SAFETY: `chan` is a registered channel; `i` fits `c_ulong`.
             let d = unsafe { ffi::rust_dma_desc_alloc(chan.0.as_ptr(), i as c_ulong) };
             let d = NonNull::new(d).ok_or(ENOMEM)?;
-            descs.push(d, GFP_KERNEL)?;
+            // Owned by `pool` at once, whose drop frees it on any error
+            // below; the capacity was reserved, so this cannot fail.
+            if pool.descs.push_within_capacity(d).is_err() {
+                // SAFETY: `d` is ours and was not stored anywhere.
+                unsafe { ffi::rust_dma_desc_free(d.as_ptr()) };
+                return Err(ENOMEM);
+            }
         }
-        pool.descs = descs;
         let pool = Arc::new(pool, GFP_KERNEL)?;
         Ok((
             Submitter { pool: pool.clone() },
@@ -185,6 +201,18 @@ impl Submitter {
         }))
     }
 
+    /// Whether the client acked descriptor `index` (`DMA_CTRL_ACK`, at prep
+    /// time or later with `async_tx_ack`): only an acked descriptor may be
+    /// prepared again.
+    pub fn acked(&self, index: usize) -> bool {
+        let Ok(d) = self.desc(index) else {
+            return false;
+        };
+        // SAFETY: `d` is a live descriptor of this pool; reading its flags
+        // races only with the client setting the ack bit, as in C drivers.
+        unsafe { ffi::rust_dma_desc_acked(d.as_ptr()) }
+    }
+
     /// Builds the completion record of descriptor `index`, to be handed to
     /// [`Completer::complete`] once the ring lock is dropped.
     pub fn finish(&self, index: usize, result: TxResult, residue: u32) -> Result<Finished> {
@@ -230,21 +258,53 @@ pub struct Completer {
 unsafe impl Send for Completer {}
 
 impl Completer {
-    /// Completes `done`: marks its cookie complete, releases the client's
-    /// unmap data and calls the client's callback.
+    /// Completes `done`: marks its cookie complete and releases the
+    /// client's unmap data. Returns the client's callback, which the caller
+    /// invokes once it holds no lock of the channel (see [`Callback`]).
     ///
-    /// Must not be called in hard-IRQ context or under a lock that the
-    /// driver's submit path takes: the callback may submit new work.
-    pub fn complete(&mut self, done: Finished) {
+    /// `None` for a descriptor of another channel, which is left alone.
+    pub fn complete(&mut self, done: Finished) -> Option<Callback> {
         if !Arc::ptr_eq(&self.pool, &done.pool) {
             pr_err!("dmaengine: descriptor completed on a foreign channel\n");
-            return;
+            return None;
         }
+        let mut raw = ffi::RawCallback([0; 3]);
         // SAFETY: `done.desc` is alive (its pool is); `&mut self` serializes
-        // completions on this channel.
-        unsafe {
-            ffi::rust_dma_desc_complete(done.desc.as_ptr(), done.result as c_uint, done.residue)
-        };
+        // completions on this channel; `raw` is a valid out pointer.
+        unsafe { ffi::rust_dma_desc_complete(done.desc.as_ptr(), &mut raw) };
+        Some(Callback {
+            raw,
+            result: done.result,
+            residue: done.residue,
+        })
+    }
+}
+
+/// A client's completion callback, taken from a completed descriptor.
+///
+/// Invoke it with no lock held that the channel's `tx_status`, terminate,
+/// prep or submit paths take, and never in hard-IRQ context: dmaengine
+/// lets a callback call all of them, and take `_bh` locks. Invoke the
+/// callbacks of one channel in completion order. Dropping it without
+/// invoking forgets the callback (a terminated transaction's client was
+/// told by the terminate itself).
+#[must_use = "the client's callback runs only when invoked"]
+pub struct Callback {
+    raw: ffi::RawCallback,
+    result: TxResult,
+    residue: u32,
+}
+
+// SAFETY: The callback and its parameter are the client's; dmaengine calls
+// them from whichever context completes (tasklet, IRQ thread, workqueue).
+unsafe impl Send for Callback {}
+
+impl Callback {
+    /// Calls the client's callback, if it set one.
+    pub fn invoke(self) {
+        // SAFETY: `raw` was filled by `rust_dma_desc_complete`; the caller
+        // holds no channel lock (type documentation).
+        unsafe { ffi::rust_dma_callback_invoke(&self.raw, self.result as c_uint, self.residue) };
     }
 }
 
@@ -332,14 +392,16 @@ impl<T: ChannelOps> Registration<T> {
         })
     }
 
-    /// Returns channel `index` of the device.
-    pub fn channel(&self, index: usize) -> Option<Channel> {
+    /// Returns channel `index` of the device, for as long as the device
+    /// stays registered (this borrow).
+    pub fn channel(&self, index: usize) -> Option<Channel<'_>> {
         if index >= self.count {
             return None;
         }
         // SAFETY: `self.dma` is registered and has `self.count` channels.
         NonNull::new(unsafe { ffi::rust_dma_device_chan(self.dma.as_ptr(), index as c_uint) })
-            .map(Channel)
+            // INVARIANT: The device stays registered while `self` lives.
+            .map(|c| Channel(c, PhantomData))
     }
 }
 
@@ -373,9 +435,10 @@ unsafe extern "C" fn alloc_chan_resources<T: ChannelOps>(
     let Some(raw) = NonNull::new(raw) else {
         return EINVAL.to_errno();
     };
+    // INVARIANT: The core calls with a registered device, for this call.
     // SAFETY: Called by the helper with the channel's context while the
     // device is registered.
-    match unsafe { chan::<T>(ctx) }.alloc_resources(&Channel(raw)) {
+    match unsafe { chan::<T>(ctx) }.alloc_resources(&Channel(raw, PhantomData)) {
         Ok(n) => n.min(c_int::MAX as u32) as c_int,
         Err(e) => e.to_errno(),
     }

@@ -64,6 +64,11 @@ impl FileState {
         self.jobs.len() - self.free.len()
     }
 
+    /// Pages this file's copies hold pinned now.
+    fn pinned_pages(&self) -> u64 {
+        self.jobs.iter().flatten().map(Job::pinned_pages).sum()
+    }
+
     /// Stops the channel so that no queued copy touches its memory any
     /// more. Returns whether that worked; if not, the memory of every copy
     /// stays pinned and mapped for good (the engine may still write it).
@@ -231,8 +236,7 @@ impl CopyFile {
         out.put_u32(f::MAX_IN_FLIGHT, MAX_IN_FLIGHT as u32);
         out.put_u64(f::MAX_PINNED, self.limits.max_pinned_pages);
         // This file's pages only: another user's activity is not its to see.
-        let pinned: u64 = st.jobs.iter().flatten().map(Job::pinned_pages).sum();
-        out.put_u64(f::PINNED, pinned);
+        out.put_u64(f::PINNED, st.pinned_pages());
         out.put_bytes(f::CHANNEL, &st.chan_name);
         out.put_u64(f::COPIES, st.copies);
         out.put_u64(f::FAILED, st.failed);
@@ -271,7 +275,7 @@ impl CopyFile {
             return Err(ENODEV);
         }
         let chan = st.chan.as_ref().ok_or(ENODEV)?;
-        let job = Job::map(chan, req, limits, duration)?;
+        let job = Job::map(chan, req, limits, duration, st.pinned_pages())?;
         let max_seg = chan.max_segment();
         let (count, bytes) = job
             .chunks(max_seg)

@@ -47,18 +47,20 @@ pub(crate) struct Chunk {
 }
 
 impl Job {
-    /// Checks `req`, reserves its pages and pins and maps both ranges for
-    /// `chan`'s device.
+    /// Checks `req`, reserves its pages (for a file that has `file_pinned`
+    /// pinned already) and pins and maps both ranges for `chan`'s device.
     ///
     /// Errors: `EINVAL` for a zero length or overlapping ranges, `E2BIG`
     /// beyond `limits.max_len`, `EFAULT` for a range that wraps, is not
     /// mapped, or (the destination) is not writable, `EAGAIN` when the
-    /// pin bound is reached.
+    /// pin bound or the file's share of it is reached, `ENOMEM` beyond the
+    /// caller's `RLIMIT_MEMLOCK`.
     pub(crate) fn map(
         chan: &MemcpyChannel,
         req: CopyReq,
         limits: Limits,
         duration: PinDuration,
+        file_pinned: u64,
     ) -> Result<Self> {
         if req.len == 0 {
             return Err(EINVAL);
@@ -76,7 +78,7 @@ impl Job {
         }
         let pages = UserDma::pages_spanned(src, len).ok_or(EFAULT)?
             + UserDma::pages_spanned(dst, len).ok_or(EFAULT)?;
-        let pins = PinReservation::take(pages as u64, limits.max_pinned_pages)?;
+        let pins = PinReservation::take(pages as u64, file_pinned, limits.max_pinned_pages)?;
         let dev = chan.device();
         let src_map = UserDma::map(dev, src, len, Access::DeviceReads, duration)?;
         let dst_map = UserDma::map(dev, dst, len, Access::DeviceWrites, duration)?;

@@ -27,10 +27,13 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/capability.h>
 #include <linux/plx_dma_copy.h>
 
 #include "kselftest_harness.h"
@@ -608,23 +611,29 @@ TEST_F(dev, submit_errors)
 	EXPECT_EQ(0, pinned_pages(self->fd));
 }
 
+/*
+ * Copies are queued until the file's share of the pinned-page bound (half
+ * of it) is used; the file gets EAGAIN, and another file can still pin.
+ */
 TEST_F(dev, too_many_pins)
 {
 	size_t len = 4 * MiB;
 	unsigned char *s = map_pages(len), *d = map_pages(len);
 	uint64_t per_copy = 2 * len / PAGE, max = self->info.max_pinned_pages;
+	uint64_t share = (max + 1) / 2;
 	unsigned int limit = max / per_copy + 2, queued = 0;
 	struct plx_dma_copy c = {
 		.size = sizeof(c), .src = (uintptr_t)s, .dst = (uintptr_t)d, .len = len,
 	};
 	struct plx_dma_completion done[8];
+	int other = -1;
 	long r = 0;
 
 	ASSERT_NE(NULL, s);
 	ASSERT_NE(NULL, d);
-	if (limit > self->info.max_in_flight || limit > 64)
-		SKIP(goto out, "max_pinned_pages=%llu: too many copies to reach",
-		     (unsigned long long)max);
+	if (limit > self->info.max_in_flight || limit > 64 || share < 2 * per_copy)
+		SKIP(goto out, "max_pinned_pages=%llu: not a bound to reach with %llu-page copies",
+		     (unsigned long long)max, (unsigned long long)per_copy);
 	for (unsigned int k = 0; k < limit; k++) {
 		r = submit(self->fd, &c, 1);
 		if (r != 1)
@@ -634,7 +643,14 @@ TEST_F(dev, too_many_pins)
 	EXPECT_EQ(-1, r) TH_LOG("%u copies of %zu pages queued under a bound of %llu",
 				queued, (size_t)per_copy, (unsigned long long)max);
 	EXPECT_EQ(EAGAIN, errno);
-	EXPECT_GE(max, queued * per_copy);
+	EXPECT_GE(share, queued * per_copy) TH_LOG("one file holds more than half the bound");
+	EXPECT_LT(share, (queued + 1) * per_copy) TH_LOG("refused below the file's share");
+	/* Half the bound is left for everyone else. */
+	other = open_dev();
+	ASSERT_LE(0, other);
+	ASSERT_EQ(0, attach(other, NULL)) TH_LOG("attach: %s", strerror(errno));
+	EXPECT_EQ(1, submit(other, &c, 1)) TH_LOG("second file: %s", strerror(errno));
+	EXPECT_EQ(1, reap(other, done, 1, 1, 20000));
 	while (queued) {
 		long n = reap(self->fd, done, 1, 8, 20000);
 
@@ -648,8 +664,86 @@ TEST_F(dev, too_many_pins)
 	EXPECT_EQ(1, submit(self->fd, &c, 1));
 	EXPECT_EQ(1, reap(self->fd, done, 1, 1, 20000));
 out:
+	if (other >= 0)
+		close(other);
 	munmap(s, len);
 	munmap(d, len);
+}
+
+/* The process's VmPin from /proc/self/status, in pages; -1 if unknown. */
+static long vm_pin_pages(void)
+{
+	char line[128];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb / (PAGE / 1024);
+}
+
+/* Drops CAP_IPC_LOCK, which lets a process pin beyond RLIMIT_MEMLOCK. */
+static int drop_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return -1;
+	d[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+	d[CAP_IPC_LOCK / 32].permitted &= ~(1u << (CAP_IPC_LOCK % 32));
+	return syscall(SYS_capset, &h, d);
+}
+
+/*
+ * Pinned pages are charged to RLIMIT_MEMLOCK like ib_umem's: the charge
+ * shows as VmPin while a copy is unreaped, a copy beyond the limit gets
+ * ENOMEM and pins nothing, and reaping gives the charge back. The harness
+ * runs each test in its own process, so the limit and the dropped
+ * capability end with it.
+ */
+TEST_F(dev, memlock_limit_is_enforced)
+{
+	const size_t limit_pages = 16, len = 8 * PAGE;
+	struct rlimit rl = { limit_pages * PAGE, limit_pages * PAGE };
+	unsigned char *s = map_pages(8 * len), *d = map_pages(8 * len);
+	struct plx_dma_copy c = {
+		.size = sizeof(c), .src = (uintptr_t)s, .dst = (uintptr_t)d, .len = len,
+	};
+	struct plx_dma_completion done[1];
+
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	ASSERT_EQ(0, setrlimit(RLIMIT_MEMLOCK, &rl));
+	ASSERT_EQ(0, drop_ipc_lock()) TH_LOG("capset: %s", strerror(errno));
+	ASSERT_EQ(0, vm_pin_pages());
+	fill(s, len, 11);
+	/* 8 source and 8 destination pages: exactly the limit. */
+	ASSERT_EQ(1, submit(self->fd, &c, 1)) TH_LOG("within the limit: %s", strerror(errno));
+	EXPECT_EQ(16, vm_pin_pages());
+	/* One page more is beyond it. */
+	c.src += len, c.dst += len, c.len = 1;
+	EXPECT_EQ(-1, submit(self->fd, &c, 1));
+	EXPECT_EQ(ENOMEM, errno);
+	EXPECT_EQ(16, vm_pin_pages());
+	EXPECT_EQ(16, pinned_pages(self->fd));
+	/* A synchronous copy is charged the same way. */
+	EXPECT_EQ(-1, copy(self->fd, s + 2 * len, d + 2 * len, 4 * len, 10000));
+	EXPECT_EQ(ENOMEM, errno);
+	ASSERT_EQ(1, reap(self->fd, done, 1, 1, 10000));
+	EXPECT_EQ((int64_t)len, done[0].result);
+	EXPECT_EQ(0, memcmp(s, d, len));
+	EXPECT_EQ(0, vm_pin_pages());
+	/* The limit is free again. */
+	EXPECT_EQ((long)len, copy(self->fd, s, d + len, len, 10000));
+	EXPECT_EQ(0, vm_pin_pages());
+	expect_idle(_metadata, self->fd);
+	munmap(s, 8 * len);
+	munmap(d, 8 * len);
 }
 
 TEST_F(dev, munmap_while_queued)

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A dmaengine client that calls back into its channel from its own
+ * completion callbacks, as <linux/dmaengine.h> allows: dmaengine_tx_status()
+ * on a cookie that has not completed, dmaengine_terminate_async(), and
+ * prep + submit + issue_pending of a new copy.  A provider that runs
+ * callbacks under a lock those paths take deadlocks here (lockdep reports
+ * the recursion first).
+ *
+ * It is a plain C client on purpose: it uses the raw dmaengine API the way
+ * in-tree clients do, with nothing of the project's Rust client.  Loading
+ * runs the cases named by @cases on channel @channel and fails (-EIO) if
+ * one does; the KTAP lines in the kernel log say which.  A load that
+ * succeeded leaves nothing behind but the module: unload it.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/completion.h>
+#include <linux/dma-mapping.h>
+#include <linux/dmaengine.h>
+#include <linux/module.h>
+#include <linux/random.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+
+static char *channel;
+module_param(channel, charp, 0444);
+MODULE_PARM_DESC(channel, "memcpy channel to use, e.g. dma0chan0 (required)");
+
+static char *cases = "poll,terminate,resubmit";
+module_param(cases, charp, 0444);
+MODULE_PARM_DESC(cases, "comma-separated cases: poll, terminate, resubmit");
+
+#define CHUNK	SZ_64K
+#define COPIES	4
+#define WAIT_MS	5000
+
+struct ctx {
+	struct dma_chan *chan;
+	struct device *dev;
+	u8 *src, *dst;
+	dma_addr_t src_dma, dst_dma;
+	dma_cookie_t cookie[COPIES + 1];
+	enum dma_status seen;		/* what the callback's tx_status said */
+	int terminate_ret;		/* what the callback's terminate said */
+	int resubmitted;		/* the callback's prep + submit worked */
+	atomic_t called[COPIES + 1];
+	enum dmaengine_tx_result result[COPIES + 1];
+	struct completion last;
+	const char *mode;
+};
+
+struct cb_arg {
+	struct ctx *c;
+	int idx;
+};
+
+static struct cb_arg args[COPIES + 1];
+
+static int submit_one(struct ctx *c, int idx, bool interrupt);
+
+static void callback(void *param, const struct dmaengine_result *res)
+{
+	struct cb_arg *a = param;
+	struct ctx *c = a->c;
+
+	c->result[a->idx] = res->result;
+	atomic_inc(&c->called[a->idx]);
+	if (a->idx == 0) {
+		if (!strcmp(c->mode, "poll")) {
+			c->seen = dmaengine_tx_status(c->chan, c->cookie[COPIES - 1], NULL);
+		} else if (!strcmp(c->mode, "terminate")) {
+			c->terminate_ret = dmaengine_terminate_async(c->chan);
+			complete(&c->last);
+		} else if (!strcmp(c->mode, "resubmit")) {
+			c->resubmitted = submit_one(c, COPIES, true) == 0;
+			dma_async_issue_pending(c->chan);
+		}
+	}
+	if (a->idx == COPIES || (a->idx == COPIES - 1 && strcmp(c->mode, "resubmit")))
+		complete(&c->last);
+}
+
+/* Copy @idx moves chunk @idx of the source to the same place in dst. */
+static int submit_one(struct ctx *c, int idx, bool interrupt)
+{
+	struct dma_async_tx_descriptor *tx;
+	unsigned long flags = DMA_CTRL_ACK | (interrupt ? DMA_PREP_INTERRUPT : 0);
+
+	tx = dmaengine_prep_dma_memcpy(c->chan, c->dst_dma + idx * CHUNK,
+				       c->src_dma + idx * CHUNK, CHUNK, flags);
+	if (!tx)
+		return -ENOMEM;
+	args[idx] = (struct cb_arg){ .c = c, .idx = idx };
+	tx->callback_result = callback;
+	tx->callback_param = &args[idx];
+	c->cookie[idx] = dmaengine_submit(tx);
+	return dma_submit_error(c->cookie[idx]) ? c->cookie[idx] : 0;
+}
+
+static bool chunk_copied(struct ctx *c, int idx)
+{
+	return !memcmp(c->src + idx * CHUNK, c->dst + idx * CHUNK, CHUNK);
+}
+
+/* Runs one case; returns whether it passed, reasons in the log. */
+static bool run_case(struct ctx *c, const char *mode)
+{
+	bool ok = true;
+	int i, ret;
+
+	c->mode = mode;
+	c->seen = DMA_ERROR;
+	c->terminate_ret = 1;
+	c->resubmitted = 0;
+	reinit_completion(&c->last);
+	for (i = 0; i <= COPIES; i++) {
+		atomic_set(&c->called[i], 0);
+		c->result[i] = DMA_TRANS_NOERROR;
+	}
+	get_random_bytes(c->src, (COPIES + 1) * CHUNK);
+	memset(c->dst, 0, (COPIES + 1) * CHUNK);
+	for (i = 0; i < COPIES; i++) {
+		ret = submit_one(c, i, true);
+		if (ret) {
+			pr_err("%s: submit %d: %d\n", mode, i, ret);
+			dmaengine_terminate_sync(c->chan);
+			return false;
+		}
+	}
+	dma_async_issue_pending(c->chan);
+	if (!wait_for_completion_timeout(&c->last, msecs_to_jiffies(WAIT_MS))) {
+		pr_err("%s: no completion within %d ms\n", mode, WAIT_MS);
+		dmaengine_terminate_sync(c->chan);
+		return false;
+	}
+	if (!strcmp(mode, "terminate")) {
+		/* Settles every copy; afterwards no callback runs. */
+		dmaengine_synchronize(c->chan);
+		if (c->terminate_ret) {
+			pr_err("%s: terminate_async from the callback: %d\n", mode,
+			       c->terminate_ret);
+			ok = false;
+		}
+		for (i = 0; i < COPIES; i++) {
+			enum dma_status st = dma_async_is_tx_complete(c->chan, c->cookie[i], NULL, NULL);
+
+			if (st == DMA_IN_PROGRESS) {
+				pr_err("%s: copy %d still in progress after synchronize\n", mode, i);
+				ok = false;
+			}
+			/* A copy reported done must be correct. */
+			if (atomic_read(&c->called[i]) &&
+			    c->result[i] == DMA_TRANS_NOERROR && !chunk_copied(c, i)) {
+				pr_err("%s: copy %d reported done but wrong\n", mode, i);
+				ok = false;
+			}
+		}
+		return ok;
+	}
+	dmaengine_synchronize(c->chan);
+	for (i = 0; i < COPIES + !strcmp(mode, "resubmit"); i++) {
+		if (atomic_read(&c->called[i]) != 1 || c->result[i] != DMA_TRANS_NOERROR) {
+			pr_err("%s: copy %d: callback ran %d times, result %d\n", mode, i,
+			       atomic_read(&c->called[i]), c->result[i]);
+			ok = false;
+		} else if (!chunk_copied(c, i)) {
+			pr_err("%s: copy %d: data differ\n", mode, i);
+			ok = false;
+		}
+	}
+	if (!strcmp(mode, "poll") && c->seen == DMA_ERROR) {
+		pr_err("%s: tx_status from the callback said DMA_ERROR\n", mode);
+		ok = false;
+	}
+	if (!strcmp(mode, "resubmit") && !c->resubmitted) {
+		pr_err("%s: prep + submit from the callback failed\n", mode);
+		ok = false;
+	}
+	return ok;
+}
+
+static bool chan_named(struct dma_chan *chan, void *name)
+{
+	return !strcmp(dma_chan_name(chan), name);
+}
+
+static int __init plx_callback_client_init(void)
+{
+	static const char *const known[] = { "poll", "terminate", "resubmit" };
+	struct ctx *c;
+	dma_cap_mask_t mask;
+	size_t bytes = (COPIES + 1) * CHUNK;
+	int i, n = 0, failed = 0;
+
+	if (!channel || !*channel) {
+		pr_err("channel= is required\n");
+		return -EINVAL;
+	}
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	if (!c)
+		return -ENOMEM;
+	init_completion(&c->last);
+	dma_cap_zero(mask);
+	dma_cap_set(DMA_MEMCPY, mask);
+	c->chan = dma_request_channel(mask, chan_named, channel);
+	if (!c->chan) {
+		pr_err("%s: no such free memcpy channel\n", channel);
+		kfree(c);
+		return -ENODEV;
+	}
+	c->dev = c->chan->device->dev;
+	c->src = dma_alloc_coherent(c->dev, bytes, &c->src_dma, GFP_KERNEL);
+	c->dst = dma_alloc_coherent(c->dev, bytes, &c->dst_dma, GFP_KERNEL);
+	if (!c->src || !c->dst) {
+		failed = -ENOMEM;
+		goto out;
+	}
+	pr_info("KTAP version 1\n");
+	for (i = 0; i < ARRAY_SIZE(known); i++) {
+		if (!strstr(cases, known[i]))
+			continue;
+		n++;
+		if (run_case(c, known[i])) {
+			pr_info("ok %d %s on %s\n", n, known[i], channel);
+		} else {
+			pr_info("not ok %d %s on %s\n", n, known[i], channel);
+			failed = -EIO;
+		}
+	}
+	pr_info("1..%d\n", n);
+	if (!n) {
+		pr_err("cases=%s names no case\n", cases);
+		failed = -EINVAL;
+	}
+out:
+	dmaengine_terminate_sync(c->chan);
+	if (c->src)
+		dma_free_coherent(c->dev, bytes, c->src, c->src_dma);
+	if (c->dst)
+		dma_free_coherent(c->dev, bytes, c->dst, c->dst_dma);
+	dma_release_channel(c->chan);
+	kfree(c);
+	return failed;
+}
+module_init(plx_callback_client_init);
+
+/* Everything was released at load. */
+static void __exit plx_callback_client_exit(void)
+{
+}
+module_exit(plx_callback_client_exit);
+
+MODULE_DESCRIPTION("dmaengine client that re-enters its channel from its callbacks");
+MODULE_LICENSE("GPL");
