@@ -9,6 +9,7 @@
  */
 #include <linux/capability.h>
 #include <linux/dma-mapping.h>
+#include <linux/highmem.h>
 #include <linux/mm.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
@@ -19,7 +20,8 @@
 #include "user_pages.h"
 
 struct rust_user_dma {
-	struct device *dev;
+	struct device *dev;		/* NULL: pinned only, for CPU access */
+	unsigned int offset;		/* of the range in its first page */
 	/* Charged with npages in pinned_vm until unmap (held by mmgrab). */
 	struct mm_struct *mm;
 	struct page **pages;
@@ -46,18 +48,20 @@ static int rust_user_dma_charge(struct mm_struct *mm, unsigned long npages)
 }
 
 /*
- * Pins [uaddr, uaddr + len) (writable unless @to_device) and maps it for
- * @dev. @longterm pins with FOLL_LONGTERM, for buffers held beyond the
- * system call. The pages are charged to the caller's RLIMIT_MEMLOCK
- * (ENOMEM beyond it without CAP_IPC_LOCK). On failure returns NULL with
- * *err set; nothing stays pinned, mapped or charged.
+ * Pins [uaddr, uaddr + len) (writable unless @dir is DMA_TO_DEVICE) and,
+ * if @dev is not NULL, maps it for @dev in direction @dir. @longterm pins
+ * with FOLL_LONGTERM, for buffers held beyond the system call. The pages
+ * are charged to the caller's RLIMIT_MEMLOCK (ENOMEM beyond it without
+ * CAP_IPC_LOCK). On failure returns NULL with *err set; nothing stays
+ * pinned, mapped or charged.
  */
 struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
-					size_t len, bool to_device,
-					bool longterm, int *err)
+					size_t len, int dir, bool longterm,
+					int *err)
 {
 	unsigned int offset = offset_in_page(uaddr);
-	unsigned int gup = (to_device ? 0 : FOLL_WRITE) |
+	bool writable = dir != DMA_TO_DEVICE;
+	unsigned int gup = (writable ? FOLL_WRITE : 0) |
 			   (longterm ? FOLL_LONGTERM : 0);
 	struct rust_user_dma *ud;
 	unsigned long npages;
@@ -67,6 +71,11 @@ struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
 	 * The range, rounded out to whole pages, must not wrap: near 2^64
 	 * DIV_ROUND_UP(offset + len) would overflow to a count of 0 pages.
 	 */
+	if (dir != DMA_TO_DEVICE && dir != DMA_FROM_DEVICE &&
+	    dir != DMA_BIDIRECTIONAL) {
+		*err = -EINVAL;
+		return NULL;
+	}
 	if (!len || uaddr + len < uaddr || len > SIZE_MAX - PAGE_SIZE - offset) {
 		*err = -EINVAL;
 		return NULL;
@@ -87,8 +96,9 @@ struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
 		return NULL;
 	}
 	/* Held until unmap: the mapping is torn down through this device. */
-	ud->dev = get_device(dev);
-	ud->dir = to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
+	ud->dev = dev ? get_device(dev) : NULL;
+	ud->dir = dir;
+	ud->offset = offset;
 	ud->pages = kvmalloc_array(npages, sizeof(*ud->pages), GFP_KERNEL_ACCOUNT);
 	if (!ud->pages) {
 		ret = -ENOMEM;
@@ -114,6 +124,8 @@ struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
 		ret = -EFAULT;
 		goto unpin;
 	}
+	if (!dev)
+		return ud;
 	ret = sg_alloc_table_from_pages_segment(&ud->sgt, ud->pages, npages,
 						offset, len,
 						dma_get_max_seg_size(dev),
@@ -136,7 +148,8 @@ drop_mm:
 free_pages:
 	kvfree(ud->pages);
 free_ud:
-	put_device(ud->dev);
+	if (ud->dev)
+		put_device(ud->dev);
 	kfree(ud);
 	*err = ret;
 	return NULL;
@@ -145,7 +158,7 @@ free_ud:
 /* DMA segments of the mapping (the IOMMU may have merged pages). */
 unsigned int rust_user_dma_nents(const struct rust_user_dma *ud)
 {
-	return ud->sgt.nents;
+	return ud->dev ? ud->sgt.nents : 0;
 }
 
 /* Copies up to @max DMA segments out; returns how many. */
@@ -156,6 +169,8 @@ unsigned int rust_user_dma_segments(const struct rust_user_dma *ud,
 	struct scatterlist *sg;
 	unsigned int i, n = 0;
 
+	if (!ud->dev)
+		return 0;
 	for_each_sgtable_dma_sg(&ud->sgt, sg, i) {
 		if (n == max)
 			break;
@@ -173,13 +188,41 @@ unsigned int rust_user_dma_segments(const struct rust_user_dma *ud,
 void rust_user_dma_unmap(struct rust_user_dma *ud)
 {
 	might_sleep();
-	dma_unmap_sgtable(ud->dev, &ud->sgt, ud->dir, 0);
-	sg_free_table(&ud->sgt);
+	if (ud->dev) {
+		dma_unmap_sgtable(ud->dev, &ud->sgt, ud->dir, 0);
+		sg_free_table(&ud->sgt);
+	}
 	unpin_user_pages_dirty_lock(ud->pages, ud->npages,
-				    ud->dir == DMA_FROM_DEVICE);
+				    ud->dir != DMA_TO_DEVICE);
 	atomic64_sub(ud->npages, &ud->mm->pinned_vm);
 	mmdrop(ud->mm);
 	kvfree(ud->pages);
-	put_device(ud->dev);
+	if (ud->dev)
+		put_device(ud->dev);
 	kfree(ud);
+}
+
+/*
+ * CPU copy of @len bytes from offset @src_off of @src's range to offset
+ * @dst_off of @dst's, through the pinned pages (for when no engine is
+ * there).  The caller checked both ranges and that @dst is writable.
+ */
+void rust_user_dma_cpu_copy(struct rust_user_dma *dst, size_t dst_off,
+			    const struct rust_user_dma *src, size_t src_off,
+			    size_t len)
+{
+	while (len) {
+		size_t s = src->offset + src_off, d = dst->offset + dst_off;
+		size_t n = min3(len, PAGE_SIZE - offset_in_page(s),
+				PAGE_SIZE - offset_in_page(d));
+		void *from = kmap_local_page(src->pages[s >> PAGE_SHIFT]);
+		void *to = kmap_local_page(dst->pages[d >> PAGE_SHIFT]);
+
+		memcpy(to + offset_in_page(d), from + offset_in_page(s), n);
+		kunmap_local(to);
+		kunmap_local(from);
+		src_off += n;
+		dst_off += n;
+		len -= n;
+	}
 }

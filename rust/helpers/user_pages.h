@@ -12,12 +12,15 @@ struct device;
 struct rust_user_dma;
 
 struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
-					size_t len, bool to_device,
-					bool longterm, int *err);
+					size_t len, int dir, bool longterm,
+					int *err);
 unsigned int rust_user_dma_nents(const struct rust_user_dma *ud);
 unsigned int rust_user_dma_segments(const struct rust_user_dma *ud,
 				    dma_addr_t *addr, u32 *len,
 				    unsigned int max);
 void rust_user_dma_unmap(struct rust_user_dma *ud);
+void rust_user_dma_cpu_copy(struct rust_user_dma *dst, size_t dst_off,
+			    const struct rust_user_dma *src, size_t src_off,
+			    size_t len);
 
 #endif /* RUST_HELPERS_USER_PAGES_H */

@@ -32,7 +32,7 @@ mod ffi {
             dev: *mut c_void,
             uaddr: c_ulong,
             len: usize,
-            to_device: bool,
+            dir: c_int,
             longterm: bool,
             err: *mut c_int,
         ) -> *mut c_void;
@@ -44,6 +44,13 @@ mod ffi {
             max: c_uint,
         ) -> c_uint;
         pub(super) fn rust_user_dma_unmap(ud: *mut c_void);
+        pub(super) fn rust_user_dma_cpu_copy(
+            dst: *mut c_void,
+            dst_off: usize,
+            src: *const c_void,
+            src_off: usize,
+            len: usize,
+        );
     }
 }
 
@@ -51,9 +58,27 @@ mod ffi {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
     /// The device reads the user memory (a copy's source).
-    DeviceReads,
+    ToDevice,
     /// The device writes the user memory (a copy's destination).
-    DeviceWrites,
+    FromDevice,
+    /// Both (a registered memory region that may be read and written).
+    Bidirectional,
+}
+
+impl Access {
+    /// The `enum dma_data_direction` value.
+    fn dma_direction(self) -> core::ffi::c_int {
+        match self {
+            Access::Bidirectional => 0,
+            Access::ToDevice => 1,
+            Access::FromDevice => 2,
+        }
+    }
+
+    /// Whether the pages are written (pinned `FOLL_WRITE`, dirtied).
+    pub fn writes(self) -> bool {
+        self != Access::ToDevice
+    }
 }
 
 /// How long the pages stay pinned.
@@ -87,6 +112,8 @@ pub struct Segment {
 pub struct UserDma {
     raw: NonNull<c_void>,
     segments: KVec<Segment>,
+    len: usize,
+    access: Access,
 }
 
 // SAFETY: The C object is only read after creation and freed once; the
@@ -102,7 +129,7 @@ impl UserDma {
     ///
     /// Errors: `EINVAL` for an empty or wrapping range, `EFAULT` when part
     /// of the range is unmapped (or read-only and `access` is
-    /// [`Access::DeviceWrites`]) or outside user space, `ENOMEM` when the
+    /// [`Access::FromDevice`]) or outside user space, `ENOMEM` when the
     /// pages would take the process beyond `RLIMIT_MEMLOCK` (and it lacks
     /// `CAP_IPC_LOCK`) or memory is short, or the error of the DMA API.
     pub fn map(
@@ -112,18 +139,38 @@ impl UserDma {
         access: Access,
         duration: PinDuration,
     ) -> Result<Self> {
+        Self::pin_and_map(Some(dev), uaddr, len, access, duration)
+    }
+
+    /// Pins `len` bytes of the current process's memory at `uaddr` for the
+    /// CPU only ([`Self::cpu_copy`]): no device mapping, no segments.
+    ///
+    /// Errors as for [`Self::map`].
+    pub fn pin(uaddr: usize, len: usize, access: Access, duration: PinDuration) -> Result<Self> {
+        Self::pin_and_map(None, uaddr, len, access, duration)
+    }
+
+    fn pin_and_map(
+        dev: Option<&Device>,
+        uaddr: usize,
+        len: usize,
+        access: Access,
+        duration: PinDuration,
+    ) -> Result<Self> {
         let mut err: core::ffi::c_int = 0;
         // `Device` is `repr(transparent)` over `struct device`.
-        let dev_ptr = core::ptr::from_ref(dev).cast_mut().cast::<c_void>();
-        // SAFETY: `dev_ptr` is a valid device for the duration of the call;
-        // `err` is a valid out pointer. The helper pins memory of the
-        // current task only.
+        let dev_ptr = dev.map_or(core::ptr::null_mut(), |d| {
+            core::ptr::from_ref(d).cast_mut().cast::<c_void>()
+        });
+        // SAFETY: `dev_ptr` is NULL or a valid device for the duration of
+        // the call; `err` is a valid out pointer. The helper pins memory of
+        // the current task only.
         let raw = unsafe {
             ffi::rust_user_dma_map(
                 dev_ptr,
                 uaddr as core::ffi::c_ulong,
                 len,
-                access == Access::DeviceReads,
+                access.dma_direction(),
                 duration == PinDuration::Long,
                 &mut err,
             )
@@ -140,6 +187,8 @@ impl UserDma {
         let mut this = Self {
             raw,
             segments: KVec::new(),
+            len,
+            access,
         };
         // SAFETY: `raw` is live (type invariant).
         let n = unsafe { ffi::rust_user_dma_nents(raw.as_ptr()) } as usize;
@@ -166,9 +215,49 @@ impl UserDma {
         Ok(this)
     }
 
-    /// The DMA segments, in address order of the user range.
+    /// The DMA segments, in address order of the user range (none when
+    /// pinned for the CPU only).
     pub fn segments(&self) -> &[Segment] {
         &self.segments
+    }
+
+    /// Length of the user range in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the range is empty (never: `map` refuses that).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// How the pages were pinned and mapped.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// Copies `len` bytes with the CPU from offset `src_off` of `src`'s
+    /// range to offset `dst_off` of `dst`'s.
+    ///
+    /// `EFAULT` if a range does not hold the bytes or `dst` was not pinned
+    /// writable; nothing is copied then.
+    pub fn cpu_copy(
+        dst: &UserDma,
+        dst_off: usize,
+        src: &UserDma,
+        src_off: usize,
+        len: usize,
+    ) -> Result {
+        let fits = |ud: &UserDma, off: usize| off.checked_add(len).is_some_and(|e| e <= ud.len);
+        if !fits(dst, dst_off) || !fits(src, src_off) || !dst.access.writes() {
+            return Err(EFAULT);
+        }
+        // SAFETY: Both objects are live (borrowed) and own their pinned
+        // pages; the ranges were checked above and `dst` is writable.
+        unsafe {
+            ffi::rust_user_dma_cpu_copy(dst.raw.as_ptr(), dst_off, src.raw.as_ptr(), src_off, len)
+        };
+        Ok(())
     }
 
     /// Pages the range `[uaddr, uaddr + len)` spans, as [`Self::map`] would
@@ -186,5 +275,100 @@ impl Drop for UserDma {
         // SAFETY: `raw` is live and owned (type invariant); this is its
         // only release.
         unsafe { ffi::rust_user_dma_unmap(self.raw.as_ptr()) };
+    }
+}
+
+/// A position in a list of DMA [`Segment`]s.
+pub struct SegmentCursor<'a> {
+    segs: &'a [Segment],
+    index: usize,
+    offset: u32,
+}
+
+impl<'a> SegmentCursor<'a> {
+    /// A cursor at byte `offset` of `segs`; at the end if they are shorter.
+    pub fn new(segs: &'a [Segment], offset: u64) -> Self {
+        let mut this = Self {
+            segs,
+            index: 0,
+            offset: 0,
+        };
+        let mut left = offset;
+        while let Some(s) = this.segs.get(this.index) {
+            if left < u64::from(s.len) {
+                // Fits: `left` is below a `u32`.
+                this.offset = left as u32;
+                break;
+            }
+            left -= u64::from(s.len);
+            this.index += 1;
+        }
+        this
+    }
+
+    /// Address and bytes left in the current segment.
+    fn current(&self) -> Option<(DmaAddress, u32)> {
+        let s = self.segs.get(self.index)?;
+        Some((s.addr + u64::from(self.offset), s.len - self.offset))
+    }
+
+    fn advance(&mut self, n: u32) {
+        if let Some(s) = self.segs.get(self.index) {
+            self.offset += n;
+            if self.offset >= s.len {
+                self.index += 1;
+                self.offset = 0;
+            }
+        }
+    }
+}
+
+/// One piece of a copy between two segment lists: contiguous on both sides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    /// Destination bus address.
+    pub dst: DmaAddress,
+    /// Source bus address.
+    pub src: DmaAddress,
+    /// Length in bytes.
+    pub len: u32,
+}
+
+/// The [`Chunk`]s that copy `len` bytes from one segment list to another,
+/// none longer than `max_seg`; fewer bytes if a list ends first.
+pub struct Chunks<'a> {
+    src: SegmentCursor<'a>,
+    dst: SegmentCursor<'a>,
+    left: u64,
+    max_seg: u32,
+}
+
+impl<'a> Chunks<'a> {
+    /// Chunks from `src` to `dst` for `len` bytes.
+    pub fn new(dst: SegmentCursor<'a>, src: SegmentCursor<'a>, len: u64, max_seg: u32) -> Self {
+        Self {
+            src,
+            dst,
+            left: len,
+            max_seg: max_seg.max(1),
+        }
+    }
+}
+
+impl Iterator for Chunks<'_> {
+    type Item = Chunk;
+
+    fn next(&mut self) -> Option<Chunk> {
+        let (src, src_left) = self.src.current()?;
+        let (dst, dst_left) = self.dst.current()?;
+        let cap = u32::try_from(self.left).unwrap_or(u32::MAX);
+        let len = src_left.min(dst_left).min(self.max_seg).min(cap);
+        if len == 0 {
+            return None;
+        }
+        self.src.advance(len);
+        self.dst.advance(len);
+        self.left -= u64::from(len);
+        Some(Chunk { dst, src, len })
     }
 }

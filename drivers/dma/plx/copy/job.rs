@@ -11,9 +11,9 @@ use crate::{
     abi::CopyReq,
     dmaengine::client::MemcpyChannel,
     pins::PinReservation,
-    user_pages::{Access, PinDuration, Segment, UserDma},
+    user_pages::{Access, Chunks, PinDuration, SegmentCursor, UserDma},
 };
-use kernel::{dma::DmaAddress, prelude::*};
+use kernel::prelude::*;
 
 /// Limits a copy is checked against.
 #[derive(Clone, Copy)]
@@ -36,14 +36,6 @@ struct Mapped {
     src: UserDma,
     dst: UserDma,
     pins: PinReservation,
-}
-
-/// One descriptor's worth of a copy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Chunk {
-    pub(crate) dst: DmaAddress,
-    pub(crate) src: DmaAddress,
-    pub(crate) len: u32,
 }
 
 impl Job {
@@ -80,8 +72,8 @@ impl Job {
             + UserDma::pages_spanned(dst, len).ok_or(EFAULT)?;
         let pins = PinReservation::take(pages as u64, file_pinned, limits.max_pinned_pages)?;
         let dev = chan.device();
-        let src_map = UserDma::map(dev, src, len, Access::DeviceReads, duration)?;
-        let dst_map = UserDma::map(dev, dst, len, Access::DeviceWrites, duration)?;
+        let src_map = UserDma::map(dev, src, len, Access::ToDevice, duration)?;
+        let dst_map = UserDma::map(dev, dst, len, Access::FromDevice, duration)?;
         Ok(Self {
             req,
             mapped: Some(Mapped {
@@ -120,66 +112,11 @@ impl Job {
             Some(m) => (m.src.segments(), m.dst.segments()),
             None => (&[][..], &[][..]),
         };
-        Chunks {
-            src: Cursor::new(src),
-            dst: Cursor::new(dst),
-            max_seg: max_seg.max(1),
-        }
-    }
-}
-
-/// A position in a list of DMA segments.
-struct Cursor<'a> {
-    segs: &'a [Segment],
-    index: usize,
-    offset: u32,
-}
-
-impl<'a> Cursor<'a> {
-    fn new(segs: &'a [Segment]) -> Self {
-        Self {
-            segs,
-            index: 0,
-            offset: 0,
-        }
-    }
-
-    /// Address and bytes left in the current segment.
-    fn current(&self) -> Option<(DmaAddress, u32)> {
-        let s = self.segs.get(self.index)?;
-        Some((s.addr + u64::from(self.offset), s.len - self.offset))
-    }
-
-    fn advance(&mut self, n: u32) {
-        if let Some(s) = self.segs.get(self.index) {
-            self.offset += n;
-            if self.offset >= s.len {
-                self.index += 1;
-                self.offset = 0;
-            }
-        }
-    }
-}
-
-/// Iterator over the [`Chunk`]s of a [`Job`].
-pub(crate) struct Chunks<'a> {
-    src: Cursor<'a>,
-    dst: Cursor<'a>,
-    max_seg: u32,
-}
-
-impl Iterator for Chunks<'_> {
-    type Item = Chunk;
-
-    fn next(&mut self) -> Option<Chunk> {
-        let (src, src_left) = self.src.current()?;
-        let (dst, dst_left) = self.dst.current()?;
-        let len = src_left.min(dst_left).min(self.max_seg);
-        if len == 0 {
-            return None;
-        }
-        self.src.advance(len);
-        self.dst.advance(len);
-        Some(Chunk { dst, src, len })
+        Chunks::new(
+            SegmentCursor::new(dst, 0),
+            SegmentCursor::new(src, 0),
+            self.req.len,
+            max_seg,
+        )
     }
 }

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues.
+//!
+//! A ring of work completions filled by the QPs' executors and drained by
+//! `poll_cq`, and the arming that decides when the consumer's completion
+//! channel is woken: once armed (`req_notify_cq`), the next completion, or
+//! the next solicited one, raises a single event.
+
+use crate::rdma::{
+    cq::CqNotifier,
+    types::{cq_notify, Wc},
+};
+use crate::wq::WorkQueue;
+use kernel::{
+    new_spinlock,
+    prelude::*,
+    sync::{Arc, SpinLock},
+};
+
+struct CqState {
+    entries: WorkQueue<Wc>,
+    /// 0, or the `cq_notify` kind the CQ is armed for.
+    armed: u32,
+    /// A completion was lost because the CQ was full.
+    overflowed: bool,
+}
+
+/// A completion queue.
+#[pin_data]
+pub(crate) struct Cq {
+    #[pin]
+    state: SpinLock<CqState>,
+    notifier: Arc<CqNotifier>,
+}
+
+impl Cq {
+    /// A CQ of `entries` completions.
+    pub(crate) fn new(entries: u32, notifier: Arc<CqNotifier>) -> Result<Arc<Self>> {
+        let entries = WorkQueue::new(entries as usize)?;
+        Arc::pin_init(
+            try_pin_init!(Self {
+                state <- new_spinlock!(CqState { entries, armed: 0, overflowed: false }, "plx_rdma_cq"),
+                notifier,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Adds `wc`. A full CQ loses it (and says so once): the consumer
+    /// sized the CQ below its queues, as verbs forbids.
+    pub(crate) fn push(&self, wc: Wc, solicited: bool) {
+        let mut st = self.state.lock();
+        if st.entries.push(wc).is_err() {
+            if !st.overflowed {
+                pr_warn!(
+                    "plx_rdma: CQ overflow: completion of QP {} lost\n",
+                    wc.qp_num
+                );
+            }
+            st.overflowed = true;
+            return;
+        }
+        let fire = match st.armed {
+            cq_notify::NEXT_COMP => true,
+            cq_notify::SOLICITED => solicited || wc.status != 0,
+            _ => false,
+        };
+        if fire {
+            st.armed = 0;
+        }
+        drop(st);
+        if fire {
+            self.notifier.notify();
+        }
+    }
+
+    /// Moves up to `out.len()` completions out, oldest first.
+    pub(crate) fn poll(&self, out: &mut [Wc]) -> usize {
+        let mut st = self.state.lock();
+        let mut n = 0;
+        for slot in out.iter_mut() {
+            let Some(wc) = st.entries.pop() else {
+                break;
+            };
+            *slot = wc;
+            n += 1;
+        }
+        n
+    }
+
+    /// Arms the CQ; with `REPORT_MISSED_EVENTS`, 1 if completions wait.
+    pub(crate) fn arm(&self, flags: u32) -> i32 {
+        let mut st = self.state.lock();
+        let kind = flags & cq_notify::SOLICITED_MASK;
+        // NEXT_COMP includes solicited completions: never narrow an arm.
+        if st.armed != cq_notify::NEXT_COMP {
+            st.armed = kind;
+        }
+        i32::from(flags & cq_notify::REPORT_MISSED_EVENTS != 0 && !st.entries.is_empty())
+    }
+}

@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Executing send work requests on the loopback fabric.
+//!
+//! Every QP of the device is reachable from every other by its number: a
+//! request's peer is the QP its `dest_qp_num` names. Each request is
+//! checked in full before a byte moves, in the order a responder would
+//! meet the problems: the local gather/scatter list (lkey, PD, access,
+//! bounds), then the peer (present and able to answer), then the remote
+//! region (rkey, PD, access, bounds, the peer QP's access flags) or the
+//! peer's receive. The first failure decides the work completion status,
+//! the one rxe gives for it, and the QPs that verbs moves to ERR go there;
+//! nothing is written then.
+//!
+//! This is the seam of a wire transport: a RoCEv2 one would turn the
+//! checked request into BTH/RETH/AETH packets over UDP port 4791 here,
+//! instead of finding the peer QP in the device's table.
+
+use crate::rdma::types::{
+    access, qp_state, send_flags, wc_opcode, wc_status, wr_opcode, Sge, Wc, WC_WITH_IMM,
+};
+use crate::{
+    mover::CopyError,
+    mr::MrUse,
+    qp::{Qp, RecvWqe, SendWqe},
+    stats::Stats,
+};
+use kernel::{
+    prelude::*,
+    sync::Arc,
+    time::{delay::fsleep, Delta},
+};
+
+/// One contiguous piece of a region that a request reads or writes.
+struct Piece {
+    mr: MrUse,
+    offset: u64,
+    len: u64,
+}
+
+/// How a request ended.
+enum Outcome {
+    /// Done; the completion reports `byte_len` bytes.
+    Done(u32),
+    /// Failed with this work completion status; the QP goes to ERR.
+    Failed(u32),
+    /// The QP is being destroyed: nothing completes.
+    Stopped,
+}
+
+/// Executes the QP's send queue until it is empty, the QP leaves RTS, or
+/// it is being destroyed.
+pub(crate) fn run_send_queue(qp: &Arc<Qp>) {
+    while let Some((wqe, state)) = qp.next_send() {
+        if state == qp_state::ERR {
+            qp.complete_send(send_wc(qp, &wqe, wc_status::WR_FLUSH_ERR, 0));
+            continue;
+        }
+        Stats::add(&qp.dev.stats.send_wrs, 1);
+        match execute(qp, &wqe) {
+            Outcome::Done(n) => {
+                if qp.signaled(&wqe) {
+                    qp.complete_send(send_wc(qp, &wqe, wc_status::SUCCESS, n));
+                }
+            }
+            Outcome::Failed(status) => {
+                // An error completes whether or not it was signalled.
+                qp.complete_send(send_wc(qp, &wqe, status, 0));
+                qp.enter_error();
+            }
+            Outcome::Stopped => return,
+        }
+    }
+}
+
+fn send_wc(qp: &Qp, wqe: &SendWqe, status: u32, byte_len: u32) -> Wc {
+    Wc {
+        wr_id: wqe.wr_id,
+        status,
+        opcode: wqe.wc_opcode(),
+        byte_len,
+        qp_num: qp.qpn,
+        ..Wc::default()
+    }
+}
+
+/// Resolves a gather or scatter list of `qp`'s against its PD; `want` are
+/// the access bits each region must grant. `Err(())` is a local
+/// protection error.
+fn resolve(qp: &Qp, sges: &[Sge], want: u32) -> core::result::Result<KVec<Piece>, ()> {
+    let mut out = KVec::with_capacity(sges.len(), GFP_KERNEL).map_err(|_| ())?;
+    for s in sges.iter().filter(|s| s.length != 0) {
+        let mr = qp.dev.mrs.get(s.lkey).ok_or(())?;
+        if !Arc::ptr_eq(&mr.pd, &qp.pd) || !mr.allows(want) {
+            return Err(());
+        }
+        let len = u64::from(s.length);
+        let offset = mr.offset_of(s.addr, len).ok_or(())?;
+        out.push(Piece { mr, offset, len }, GFP_KERNEL)
+            .map_err(|_| ())?;
+    }
+    Ok(out)
+}
+
+/// The remote region of an RDMA request, checked against the peer QP.
+fn resolve_remote(peer: &Qp, wqe: &SendWqe, want: u32, len: u64) -> Option<Piece> {
+    if wqe.rkey == 0 || peer.peer_access() & want != want {
+        return None;
+    }
+    let mr = peer.dev.mrs.get(wqe.rkey)?;
+    if mr.rkey() != wqe.rkey || !Arc::ptr_eq(&mr.pd, &peer.pd) || !mr.allows(want) {
+        return None;
+    }
+    let offset = mr.offset_of(wqe.remote_addr, len)?;
+    Some(Piece { mr, offset, len })
+}
+
+/// Copies the bytes of `src` into `dst`, both in list order, up to the
+/// shorter one.
+fn copy_pieces(qp: &Qp, dst: &[Piece], src: &[Piece]) -> core::result::Result<(), CopyError> {
+    let (mut di, mut doff, mut si, mut soff) = (0, 0u64, 0, 0u64);
+    while di < dst.len() && si < src.len() {
+        let (d, s) = (&dst[di], &src[si]);
+        let n = (d.len - doff).min(s.len - soff);
+        qp.dev.mover.copy(
+            &qp.dev.stats,
+            &d.mr.mem,
+            d.offset + doff,
+            &s.mr.mem,
+            s.offset + soff,
+            n,
+        )?;
+        doff += n;
+        soff += n;
+        if doff == d.len {
+            di += 1;
+            doff = 0;
+        }
+        if soff == s.len {
+            si += 1;
+            soff = 0;
+        }
+    }
+    Ok(())
+}
+
+/// The work completion status of a failed copy; a stuck channel keeps
+/// every region involved pinned for good.
+fn copy_failed(e: CopyError, regions: &[&[Piece]]) -> Outcome {
+    if e == CopyError::Stuck {
+        for p in regions.iter().flat_map(|r| r.iter()) {
+            p.mr.leak();
+        }
+        return Outcome::Failed(wc_status::FATAL_ERR);
+    }
+    Outcome::Failed(wc_status::LOC_QP_OP_ERR)
+}
+
+/// The peer QP, if it exists and answers requests.
+fn peer_of(qp: &Qp) -> Option<Arc<Qp>> {
+    let peer = qp.dev.find_qp(qp.dest_qpn())?;
+    let state = peer.current_state()?;
+    Qp::accepts_requests(state).then_some(peer)
+}
+
+/// Waits for the peer to post a receive, as RNR NAKs and retries would:
+/// `rnr_retry` 7 waits for good, fewer give up with `RNR_RETRY_EXC_ERR`.
+fn wait_recv(qp: &Qp, peer: &Qp) -> core::result::Result<RecvWqe, Outcome> {
+    let (timer, retries) = qp.rnr_policy();
+    let mut tries = 0u32;
+    loop {
+        if let Some(r) = peer.take_recv() {
+            return Ok(r);
+        }
+        if qp.stopping() {
+            return Err(Outcome::Stopped);
+        }
+        if qp.current_state() != Some(qp_state::RTS) || peer.current_state().is_none() {
+            return Err(Outcome::Failed(wc_status::WR_FLUSH_ERR));
+        }
+        if retries != 7 && tries >= retries {
+            return Err(Outcome::Failed(wc_status::RNR_RETRY_EXC_ERR));
+        }
+        tries += 1;
+        // `min_rnr_timer` codes run from 0.01 ms to 655 ms; a coarse
+        // reading keeps the wait bounded and short.
+        fsleep(Delta::from_micros(10 + 10 * i64::from(timer.min(31)) * 100));
+    }
+}
+
+fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
+    let len = wqe.len();
+    let Ok(byte_len) = u32::try_from(len) else {
+        return Outcome::Failed(wc_status::LOC_LEN_ERR);
+    };
+    let reads = wqe.opcode == wr_opcode::RDMA_READ;
+    // An RDMA READ writes the local list; everything else reads it.
+    let local = match resolve(qp, wqe.sges(), if reads { access::LOCAL_WRITE } else { 0 }) {
+        Ok(l) => l,
+        Err(()) => return Outcome::Failed(wc_status::LOC_PROT_ERR),
+    };
+    let Some(peer) = peer_of(qp) else {
+        return Outcome::Failed(wc_status::RETRY_EXC_ERR);
+    };
+    match wqe.opcode {
+        wr_opcode::RDMA_WRITE | wr_opcode::RDMA_WRITE_WITH_IMM | wr_opcode::RDMA_READ => {
+            let want = if reads {
+                access::REMOTE_READ
+            } else {
+                access::REMOTE_WRITE
+            };
+            let Some(remote) = resolve_remote(&peer, wqe, want, len) else {
+                // The responder NAKs the access; both ends go to ERR.
+                peer.enter_error();
+                return Outcome::Failed(wc_status::REM_ACCESS_ERR);
+            };
+            let recv = if wqe.opcode == wr_opcode::RDMA_WRITE_WITH_IMM {
+                match wait_recv(qp, &peer) {
+                    Ok(r) => Some(r),
+                    Err(o) => return o,
+                }
+            } else {
+                None
+            };
+            let remote = [remote];
+            let copied = if reads {
+                copy_pieces(qp, &local, &remote)
+            } else {
+                copy_pieces(qp, &remote, &local)
+            };
+            if let Err(e) = copied {
+                return copy_failed(e, &[&local, &remote]);
+            }
+            if let Some(r) = recv {
+                peer.complete_recv(
+                    Wc {
+                        wr_id: r.wr_id,
+                        status: wc_status::SUCCESS,
+                        opcode: wc_opcode::RECV_RDMA_WITH_IMM,
+                        byte_len,
+                        imm_data: wqe.imm_data,
+                        qp_num: peer.qpn,
+                        src_qp: qp.qpn,
+                        wc_flags: WC_WITH_IMM,
+                        ..Wc::default()
+                    },
+                    wqe.flags & send_flags::SOLICITED != 0,
+                );
+            }
+            Outcome::Done(byte_len)
+        }
+        _ => {
+            let recv = match wait_recv(qp, &peer) {
+                Ok(r) => r,
+                Err(o) => return o,
+            };
+            let recv_wc = |status, n| Wc {
+                wr_id: recv.wr_id,
+                status,
+                opcode: wc_opcode::RECV,
+                byte_len: n,
+                qp_num: peer.qpn,
+                src_qp: qp.qpn,
+                ..Wc::default()
+            };
+            let room: u64 = recv.sges().iter().map(|s| u64::from(s.length)).sum();
+            if len > room {
+                peer.complete_recv(recv_wc(wc_status::LOC_LEN_ERR, 0), false);
+                peer.enter_error();
+                return Outcome::Failed(wc_status::REM_INV_REQ_ERR);
+            }
+            let Ok(dst) = resolve(&peer, recv.sges(), access::LOCAL_WRITE) else {
+                peer.complete_recv(recv_wc(wc_status::LOC_PROT_ERR, 0), false);
+                peer.enter_error();
+                return Outcome::Failed(wc_status::REM_OP_ERR);
+            };
+            if let Err(e) = copy_pieces(qp, &dst, &local) {
+                peer.complete_recv(recv_wc(wc_status::LOC_QP_OP_ERR, 0), false);
+                return copy_failed(e, &[&local, &dst]);
+            }
+            let mut wc = recv_wc(wc_status::SUCCESS, byte_len);
+            if wqe.opcode == wr_opcode::SEND_WITH_IMM {
+                wc.imm_data = wqe.imm_data;
+                wc.wc_flags = WC_WITH_IMM;
+            }
+            peer.complete_recv(wc, wqe.flags & send_flags::SOLICITED != 0);
+            Outcome::Done(byte_len)
+        }
+    }
+}

@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Moving the bytes of a work request between two registered regions: by
+//! the DMA engine when the device has a channel, else by the CPU.
+//!
+//! With a channel, every memory region was mapped for the engine's device
+//! once, at registration, so a copy is only descriptors: the regions' bus
+//! addresses go straight into them, cut where either region's segments
+//! end and at the channel's longest descriptor. No page is pinned or
+//! mapped per operation.
+
+use crate::{
+    dmaengine::{
+        client::{CopySink, MemcpyChannel},
+        TxResult,
+    },
+    stats::Stats,
+    user_pages::{Chunks, SegmentCursor, UserDma},
+};
+use kernel::{
+    device::Device,
+    new_condvar, new_spinlock_irq,
+    prelude::*,
+    sync::{Arc, ArcBorrow, CondVar, CondVarTimeoutResult, SpinLockIrq},
+    time::msecs_to_jiffies,
+};
+
+/// How long one work request's copies may take before the channel is
+/// stopped and the request fails.
+const COPY_TIMEOUT_MS: u32 = 10_000;
+
+/// How a copy failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CopyError {
+    /// The engine reported an error, or the copy timed out and the channel
+    /// was stopped: the destination may be partly written.
+    Failed,
+    /// The channel could not be stopped: the engine may still write the
+    /// regions, whose pages must stay pinned for good.
+    Stuck,
+}
+
+/// The descriptors of one copy in flight, and how they ended.
+#[pin_data]
+struct Batch {
+    #[pin]
+    state: SpinLockIrq<BatchState>,
+    #[pin]
+    done: CondVar,
+}
+
+struct BatchState {
+    left: u32,
+    failed: bool,
+}
+
+impl CopySink for Batch {
+    fn descriptor_done(this: ArcBorrow<'_, Self>, _tag: usize, result: TxResult, residue: u32) {
+        let mut st = this.state.lock();
+        if result != TxResult::NoError || residue != 0 {
+            st.failed = true;
+        }
+        st.left = st.left.saturating_sub(1);
+        if st.left == 0 {
+            this.done.notify_all();
+        }
+    }
+}
+
+/// The data path of a device.
+pub(crate) struct Mover {
+    chan: Option<MemcpyChannel>,
+}
+
+impl Mover {
+    pub(crate) fn new(chan: Option<MemcpyChannel>) -> Self {
+        Self { chan }
+    }
+
+    /// The device regions are mapped for, if the engine moves the data.
+    pub(crate) fn device(&self) -> Option<&Device> {
+        self.chan.as_ref().map(MemcpyChannel::device)
+    }
+
+    /// The channel's name, or `cpu`.
+    pub(crate) fn name(&self) -> &CStr {
+        self.chan.as_ref().map_or(c"cpu", MemcpyChannel::name)
+    }
+
+    /// Copies `len` bytes from offset `src_off` of `src` to offset `dst_off`
+    /// of `dst` and waits for them. The caller checked both ranges.
+    pub(crate) fn copy(
+        &self,
+        stats: &Stats,
+        dst: &UserDma,
+        dst_off: u64,
+        src: &UserDma,
+        src_off: u64,
+        len: u64,
+    ) -> core::result::Result<(), CopyError> {
+        if len == 0 {
+            return Ok(());
+        }
+        let Some(chan) = &self.chan else {
+            let (d, s, n) = (to_usize(dst_off)?, to_usize(src_off)?, to_usize(len)?);
+            UserDma::cpu_copy(dst, d, src, s, n).map_err(|_| CopyError::Failed)?;
+            Stats::add(&stats.cpu_copies, 1);
+            Stats::add(&stats.cpu_bytes, len);
+            return Ok(());
+        };
+        let chunks = || {
+            Chunks::new(
+                SegmentCursor::new(dst.segments(), dst_off),
+                SegmentCursor::new(src.segments(), src_off),
+                len,
+                chan.max_segment(),
+            )
+        };
+        let (count, covered) =
+            chunks().fold((0u32, 0u64), |(n, b), c| (n + 1, b + u64::from(c.len)));
+        if covered != len {
+            return Err(CopyError::Failed);
+        }
+        let batch = Arc::pin_init(
+            pin_init!(Batch {
+                state <- new_spinlock_irq!(BatchState { left: count, failed: false }),
+                done <- new_condvar!(),
+            }),
+            GFP_KERNEL,
+        )
+        .map_err(|_| CopyError::Failed)?;
+        let mut sent = 0u32;
+        for (i, c) in chunks().enumerate() {
+            let last = i + 1 == count as usize;
+            if chan
+                .submit(c.dst, c.src, c.len as usize, last, &batch, 0)
+                .is_err()
+            {
+                break;
+            }
+            sent += 1;
+        }
+        if sent < count {
+            // What was queued runs; the rest never will.
+            let mut st = batch.state.lock();
+            st.failed = true;
+            st.left = st.left.saturating_sub(count - sent);
+        }
+        chan.issue_pending();
+        let mut left = msecs_to_jiffies(COPY_TIMEOUT_MS);
+        let mut st = batch.state.lock();
+        while st.left > 0 {
+            match batch.done.wait_interruptible_timeout(&mut st, left) {
+                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+                // A signal does not stop a work request: keep waiting out
+                // the timeout, which bounds the wait.
+                CondVarTimeoutResult::Signal { jiffies } => left = jiffies,
+                CondVarTimeoutResult::Timeout => break,
+            }
+        }
+        let (unfinished, failed) = (st.left > 0, st.failed);
+        drop(st);
+        if unfinished {
+            pr_err!(
+                "{}: copy of {} bytes unfinished after {} ms: stopping the channel\n",
+                chan.name(),
+                len,
+                COPY_TIMEOUT_MS
+            );
+            return Err(match chan.terminate() {
+                Ok(()) => CopyError::Failed,
+                Err(_) => CopyError::Stuck,
+            });
+        }
+        if failed {
+            return Err(CopyError::Failed);
+        }
+        Stats::add(&stats.engine_copies, 1);
+        Stats::add(&stats.engine_bytes, len);
+        Ok(())
+    }
+}
+
+fn to_usize(v: u64) -> core::result::Result<usize, CopyError> {
+    usize::try_from(v).map_err(|_| CopyError::Failed)
+}

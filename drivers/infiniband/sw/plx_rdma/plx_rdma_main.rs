@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `plx_rdma`: an RDMA device whose data moves on a DMA engine.
+//!
+//! A soft RDMA device in the manner of rxe: it registers an `ib_device`
+//! with ib_core, so uverbs, libibverbs and the standard tools work on it,
+//! and implements protection domains, memory regions with keys,
+//! completion queues and reliable-connected queue pairs. What rxe turns
+//! into packets, this device executes on a loopback fabric (`exec`), and
+//! the bytes are moved by a dmaengine memcpy channel (`rust_plx_dma`'s):
+//! memory regions are pinned and mapped for the engine once, at
+//! registration, and a work request is only descriptors. Without a
+//! channel the CPU copies, and the debugfs counters say so.
+//!
+//! See `Documentation/infiniband/plx_rdma.rst`.
+
+// The abstractions are shared source, written with the visibility they
+// would have in `rust/kernel`; this module uses part of them.
+#[expect(unreachable_pub)]
+#[allow(dead_code)]
+#[path = "../../../../rust/kernel/dmaengine/mod.rs"]
+mod dmaengine;
+#[expect(unreachable_pub)]
+#[allow(dead_code)]
+#[path = "../../../../rust/kernel/rdma/mod.rs"]
+mod rdma;
+#[expect(unreachable_pub)]
+#[allow(dead_code)]
+#[path = "../../../../rust/kernel/user_pages.rs"]
+mod user_pages;
+
+mod cq;
+mod exec;
+mod mover;
+mod mr;
+mod pd;
+mod qp;
+mod stats;
+mod wq;
+
+use core::fmt;
+use cq::Cq;
+use dmaengine::client::MemcpyChannel;
+use kernel::{
+    debugfs, new_spinlock,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, ArcBorrow, SpinLock,
+    },
+};
+use mover::Mover;
+use mr::{Mr, MrTable};
+use pd::Pd;
+use qp::Qp;
+use rdma::{
+    cq::CqNotifier,
+    device::{Driver, Registration},
+    types::{Caps, QpAttr, QpInit, RecvWr, SendWr, Wc},
+};
+use stats::Stats;
+
+module! {
+    type: PlxRdmaModule,
+    name: "plx_rdma",
+    authors: ["rust-plx-dma developers"],
+    description: "RDMA device whose data moves on a dmaengine memcpy channel",
+    license: "GPL v2",
+    params: {
+        channel: bool {
+            default: true,
+            description: "Move data with a dmaengine memcpy channel (false: the CPU copies)",
+        },
+    },
+}
+
+/// Memory regions per device.
+const MAX_MR: u32 = 4096;
+/// QPs per device.
+const MAX_QP: u32 = 256;
+/// The first QP number (0 and 1 are the special QPs of IB).
+const FIRST_QPN: u32 = 16;
+/// CQs and PDs per device.
+const MAX_CQ: u32 = 1024;
+const MAX_PD: u32 = 1024;
+/// Entries per CQ.
+const MAX_CQE: u32 = 65536;
+
+/// The device's shared state: what every QP reaches.
+#[pin_data]
+pub(crate) struct Device {
+    #[pin]
+    pub(crate) mrs: MrTable,
+    #[pin]
+    qps: SpinLock<KVec<Option<Arc<Qp>>>>,
+    pub(crate) mover: Mover,
+    pub(crate) stats: Stats,
+    pds: Atomic<u32>,
+    cqs: Atomic<u32>,
+}
+
+impl Device {
+    fn new(mover: Mover) -> Result<Arc<Self>> {
+        let mut qps = KVec::with_capacity(MAX_QP as usize, GFP_KERNEL)?;
+        for _ in 0..MAX_QP {
+            qps.push(None, GFP_KERNEL)?;
+        }
+        Arc::pin_init(
+            try_pin_init!(Self {
+                mrs <- MrTable::new(MAX_MR)?,
+                qps <- new_spinlock!(qps, "plx_rdma_qps"),
+                mover,
+                stats: Stats::new(),
+                pds: Atomic::new(0),
+                cqs: Atomic::new(0),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The live QP numbered `qpn`.
+    pub(crate) fn find_qp(&self, qpn: u32) -> Option<Arc<Qp>> {
+        let i = qpn.checked_sub(FIRST_QPN)? as usize;
+        self.qps.lock().get(i)?.clone()
+    }
+}
+
+/// Takes one unit of `counter` below `max`; `ENOMEM` when none is left.
+fn take_unit(counter: &Atomic<u32>, max: u32) -> Result {
+    let mut cur = counter.load(Relaxed);
+    loop {
+        if cur >= max {
+            return Err(ENOMEM);
+        }
+        match counter.cmpxchg(cur, cur + 1, Relaxed) {
+            Ok(_) => return Ok(()),
+            Err(seen) => cur = seen,
+        }
+    }
+}
+
+/// The driver ib_core calls: the device, as `Arc` for the QPs to share.
+struct PlxRdma(Arc<Device>);
+
+impl Driver for PlxRdma {
+    type Pd = Pd;
+    type Cq = Cq;
+    type Mr = Mr;
+    type Qp = Qp;
+
+    fn alloc_pd(&self) -> Result<Arc<Pd>> {
+        take_unit(&self.0.pds, MAX_PD)?;
+        Arc::new(Pd::new(), GFP_KERNEL)
+            .inspect_err(|_| {
+                self.0.pds.fetch_sub(1, Relaxed);
+            })
+            .map_err(Into::into)
+    }
+
+    fn dealloc_pd(&self, _pd: Arc<Pd>) {
+        self.0.pds.fetch_sub(1, Relaxed);
+    }
+
+    fn create_cq(&self, entries: u32, notifier: Arc<CqNotifier>) -> Result<Arc<Cq>> {
+        if entries == 0 || entries > MAX_CQE {
+            return Err(EINVAL);
+        }
+        take_unit(&self.0.cqs, MAX_CQ)?;
+        Cq::new(entries, notifier).inspect_err(|_| {
+            self.0.cqs.fetch_sub(1, Relaxed);
+        })
+    }
+
+    fn destroy_cq(&self, _cq: Arc<Cq>) {
+        self.0.cqs.fetch_sub(1, Relaxed);
+    }
+
+    fn poll_cq(cq: &Cq, out: &mut [Wc]) -> usize {
+        cq.poll(out)
+    }
+
+    fn req_notify_cq(cq: &Cq, flags: u32) -> i32 {
+        cq.arm(flags)
+    }
+
+    fn reg_user_mr(
+        &self,
+        pd: &Arc<Pd>,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: u32,
+    ) -> Result<(Arc<Mr>, u32, u32)> {
+        let mr = self
+            .0
+            .mrs
+            .register(self.0.mover.device(), pd, start, length, iova, access)?;
+        let (l, r) = (mr.lkey(), mr.rkey());
+        Ok((mr, l, r))
+    }
+
+    fn dereg_mr(&self, mr: &Arc<Mr>) -> Result {
+        self.0.mrs.deregister(mr)
+    }
+
+    fn create_qp(
+        &self,
+        pd: &Arc<Pd>,
+        send_cq: &Arc<Cq>,
+        recv_cq: &Arc<Cq>,
+        init: &mut QpInit,
+    ) -> Result<(Arc<Qp>, u32)> {
+        let mut qps = self.0.qps.lock();
+        let i = qps.iter().position(Option::is_none).ok_or(ENOMEM)?;
+        let qpn = FIRST_QPN + i as u32;
+        // Reserve the slot, then build the QP outside the lock.
+        drop(qps);
+        let qp = Qp::new(
+            self.0.clone(),
+            qpn,
+            pd.clone(),
+            send_cq.clone(),
+            recv_cq.clone(),
+            init,
+        )?;
+        qps = self.0.qps.lock();
+        if qps[i].is_some() {
+            // Taken meanwhile by another create.
+            return Err(EAGAIN);
+        }
+        qps[i] = Some(qp.clone());
+        Ok((qp, qpn))
+    }
+
+    fn modify_qp(qp: ArcBorrow<'_, Qp>, attr: &QpAttr, mask: u32) -> Result {
+        Arc::from(qp).modify(attr, mask)
+    }
+
+    fn query_qp(qp: &Qp, out: &mut QpAttr) {
+        qp.query(out)
+    }
+
+    fn destroy_qp(&self, qp: &Arc<Qp>) -> Result {
+        // First out of the table: no peer finds it any more.
+        if let Some(i) = qp.qpn.checked_sub(FIRST_QPN) {
+            if let Some(slot) = self.0.qps.lock().get_mut(i as usize) {
+                *slot = None;
+            }
+        }
+        qp.shut_down();
+        Ok(())
+    }
+
+    fn post_send(qp: ArcBorrow<'_, Qp>, wr: &SendWr<'_>) -> Result {
+        Arc::from(qp).post_send(wr)
+    }
+
+    fn post_recv(qp: ArcBorrow<'_, Qp>, wr: &RecvWr<'_>) -> Result {
+        Arc::from(qp).post_recv(wr)
+    }
+}
+
+fn show_stats(dev: &Arc<Device>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(f, "data_path: {}", dev.mover.name().to_str().unwrap_or("?"))?;
+    dev.stats.show(f)
+}
+
+#[pin_data]
+struct PlxRdmaModule {
+    // Dropped first: the counters outlive nothing.
+    #[pin]
+    _stats: debugfs::File<Arc<Device>>,
+    _debugfs: debugfs::Dir,
+    reg: Registration<PlxRdma>,
+}
+
+/// Takes a channel (unless told not to) and registers the device.
+fn register() -> Result<Registration<PlxRdma>> {
+    let chan = if module_parameters::channel.value() {
+        match MemcpyChannel::request() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                pr_warn!("no memcpy channel ({:?}): the CPU moves the data\n", e);
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let dev = Device::new(Mover::new(chan))?;
+    let caps = Caps {
+        max_mr_size: 1 << 32,
+        node_guid: 0x0250_5802_0000_0001,
+        max_qp: MAX_QP,
+        max_qp_wr: qp::MAX_WR,
+        max_sge: qp::MAX_SGE,
+        max_cq: MAX_CQ,
+        max_cqe: MAX_CQE,
+        max_mr: MAX_MR,
+        max_pd: MAX_PD,
+        vendor_id: 0x10b5,
+        vendor_part_id: 0x87d0,
+        hw_ver: 1,
+    };
+    let reg = Registration::new(Arc::new(PlxRdma(dev), GFP_KERNEL)?, &caps, c"plx_rdma%d")?;
+    pr_info!(
+        "{}: registered, data moved by {}\n",
+        reg.name(),
+        reg.driver().0.mover.name()
+    );
+    Ok(reg)
+}
+
+impl kernel::InPlaceModule for PlxRdmaModule {
+    fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            reg: register()?,
+            _debugfs: debugfs::Dir::new(c"plx_rdma"),
+            _stats <- _debugfs.read_callback_file(c"stats", reg.driver().0.clone(), &show_stats),
+        })
+    }
+}

@@ -1,0 +1,543 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs: the verbs state machine, the send and receive queues, and
+//! the work item that executes the send queue.
+//!
+//! Posting only checks the request and queues it (it must not sleep); the
+//! QP's work item then executes the send queue in order (see `exec`),
+//! because a request may wait for the engine, and for the peer to post a
+//! receive. Completions go to the QP's CQs as each request ends.
+//!
+//! # States
+//!
+//! Transitions and the attributes each one requires or allows are those
+//! of ib_core's `ib_modify_qp_is_ok` (RESET→INIT→RTR→RTS, SQD, SQE, ERR,
+//! and back to RESET), as in rxe. Entering ERR flushes every queued
+//! request with `IB_WC_WR_FLUSH_ERR`; entering RESET discards them.
+
+use crate::rdma::{
+    device::modify_qp_is_ok,
+    types::{
+        access, qp_mask, qp_state, qp_type, send_flags, wc_opcode, wc_status, wr_opcode, QpAttr,
+        QpInit, RecvWr, SendWr, Sge, Wc,
+    },
+};
+use crate::{cq::Cq, pd::Pd, stats::Stats, wq::WorkQueue, Device};
+use kernel::{
+    impl_has_work, new_spinlock, new_work,
+    prelude::*,
+    sync::{Arc, SpinLock},
+    time::{delay::fsleep, Delta},
+    workqueue::{self, Work, WorkItem},
+};
+
+/// Scatter/gather entries per work request.
+pub(crate) const MAX_SGE: u32 = 8;
+/// Work requests per queue.
+pub(crate) const MAX_WR: u32 = 1024;
+/// Highest `path_mtu` (`IB_MTU_4096`).
+const MAX_MTU: u32 = 5;
+/// Outstanding RDMA READs, either side.
+const MAX_RD_ATOMIC: u32 = 16;
+/// Access bits a QP may grant its peer.
+const QP_ACCESS: u32 =
+    access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
+
+/// A queued send work request.
+#[derive(Clone, Copy)]
+pub(crate) struct SendWqe {
+    pub(crate) wr_id: u64,
+    pub(crate) opcode: u32,
+    pub(crate) flags: u32,
+    pub(crate) imm_data: u32,
+    pub(crate) remote_addr: u64,
+    pub(crate) rkey: u32,
+    pub(crate) sges: [Sge; MAX_SGE as usize],
+    pub(crate) num_sge: usize,
+}
+
+impl SendWqe {
+    pub(crate) fn sges(&self) -> &[Sge] {
+        &self.sges[..self.num_sge]
+    }
+
+    /// Bytes the request moves.
+    pub(crate) fn len(&self) -> u64 {
+        self.sges().iter().map(|s| u64::from(s.length)).sum()
+    }
+
+    /// The opcode of its work completion.
+    pub(crate) fn wc_opcode(&self) -> u32 {
+        match self.opcode {
+            wr_opcode::RDMA_WRITE | wr_opcode::RDMA_WRITE_WITH_IMM => wc_opcode::RDMA_WRITE,
+            wr_opcode::RDMA_READ => wc_opcode::RDMA_READ,
+            _ => wc_opcode::SEND,
+        }
+    }
+}
+
+/// A queued receive work request.
+#[derive(Clone, Copy)]
+pub(crate) struct RecvWqe {
+    pub(crate) wr_id: u64,
+    pub(crate) sges: [Sge; MAX_SGE as usize],
+    pub(crate) num_sge: usize,
+}
+
+impl RecvWqe {
+    pub(crate) fn sges(&self) -> &[Sge] {
+        &self.sges[..self.num_sge]
+    }
+}
+
+pub(crate) struct QpState {
+    pub(crate) state: u32,
+    pub(crate) attr: QpAttr,
+    pub(crate) sq: WorkQueue<SendWqe>,
+    pub(crate) rq: WorkQueue<RecvWqe>,
+    /// The work item is queued or running.
+    worker: bool,
+    /// Being destroyed: the work item stops, nothing completes any more.
+    dead: bool,
+}
+
+/// A reliable-connected queue pair.
+#[pin_data]
+pub(crate) struct Qp {
+    pub(crate) qpn: u32,
+    pub(crate) pd: Arc<Pd>,
+    pub(crate) scq: Arc<Cq>,
+    pub(crate) rcq: Arc<Cq>,
+    pub(crate) dev: Arc<Device>,
+    sq_sig_all: bool,
+    #[pin]
+    pub(crate) state: SpinLock<QpState>,
+    #[pin]
+    work: Work<Qp>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Qp { self.work }
+}
+
+/// Lowers a requested capacity to what is granted; `EINVAL` above `max`.
+fn grant(want: u32, max: u32) -> Result<u32> {
+    if want > max {
+        return Err(EINVAL);
+    }
+    Ok(want)
+}
+
+impl Qp {
+    /// Creates QP number `qpn`, in RESET.
+    pub(crate) fn new(
+        dev: Arc<Device>,
+        qpn: u32,
+        pd: Arc<Pd>,
+        scq: Arc<Cq>,
+        rcq: Arc<Cq>,
+        init: &mut QpInit,
+    ) -> Result<Arc<Self>> {
+        if init.qp_type != qp_type::RC {
+            return Err(EOPNOTSUPP);
+        }
+        if init.has_srq != 0 || init.create_flags != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        init.max_send_wr = grant(init.max_send_wr, MAX_WR)?.max(1);
+        init.max_recv_wr = grant(init.max_recv_wr, MAX_WR)?.max(1);
+        init.max_send_sge = grant(init.max_send_sge, MAX_SGE)?;
+        init.max_recv_sge = grant(init.max_recv_sge, MAX_SGE)?;
+        // Inline data is not supported (the provider posts through the
+        // kernel, which has no room for it).
+        if init.max_inline_data != 0 {
+            return Err(EINVAL);
+        }
+        let sq = WorkQueue::new(init.max_send_wr as usize)?;
+        let rq = WorkQueue::new(init.max_recv_wr as usize)?;
+        let attr = QpAttr {
+            qp_state: qp_state::RESET,
+            port_num: 1,
+            path_mtu: MAX_MTU,
+            max_send_wr: init.max_send_wr,
+            max_recv_wr: init.max_recv_wr,
+            max_send_sge: init.max_send_sge,
+            max_recv_sge: init.max_recv_sge,
+            sq_sig_all: init.sq_sig_all,
+            ..QpAttr::default()
+        };
+        Arc::pin_init(
+            try_pin_init!(Self {
+                qpn,
+                pd,
+                scq,
+                rcq,
+                dev,
+                sq_sig_all: init.sq_sig_all != 0,
+                state <- new_spinlock!(QpState {
+                    state: qp_state::RESET,
+                    attr,
+                    sq,
+                    rq,
+                    worker: false,
+                    dead: false,
+                }, "plx_rdma_qp"),
+                work <- new_work!("plx_rdma_qp::work"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Whether a completed send request produces a work completion.
+    pub(crate) fn signaled(&self, wqe: &SendWqe) -> bool {
+        self.sq_sig_all || wqe.flags & send_flags::SIGNALED != 0
+    }
+
+    /// Applies `attr` as `mask` selects, refusing what ib_core's state
+    /// machine or the device's limits forbid (`EINVAL`), as rxe does.
+    pub(crate) fn modify(self: &Arc<Self>, attr: &QpAttr, mask: u32) -> Result {
+        let mut st = self.state.lock();
+        let cur = if mask & qp_mask::CUR_STATE != 0 {
+            attr.cur_qp_state
+        } else {
+            st.state
+        };
+        let next = if mask & qp_mask::STATE != 0 {
+            attr.qp_state
+        } else {
+            cur
+        };
+        if !modify_qp_is_ok(cur, next, qp_type::RC, mask) {
+            return Err(EINVAL);
+        }
+        if mask & qp_mask::PORT != 0 && attr.port_num != 1 {
+            return Err(EINVAL);
+        }
+        if mask & qp_mask::ACCESS_FLAGS != 0 && attr.qp_access_flags & !QP_ACCESS != 0 {
+            return Err(EINVAL);
+        }
+        if mask & qp_mask::PATH_MTU != 0 && (attr.path_mtu == 0 || attr.path_mtu > MAX_MTU) {
+            return Err(EINVAL);
+        }
+        if mask & qp_mask::TIMEOUT != 0 && attr.timeout > 31 {
+            return Err(EINVAL);
+        }
+        if mask & qp_mask::MAX_QP_RD_ATOMIC != 0 && attr.max_rd_atomic > MAX_RD_ATOMIC {
+            return Err(EINVAL);
+        }
+        if mask & qp_mask::MAX_DEST_RD_ATOMIC != 0 && attr.max_dest_rd_atomic > MAX_RD_ATOMIC {
+            return Err(EINVAL);
+        }
+        if mask & qp_mask::CAP != 0
+            && (attr.max_send_wr > st.attr.max_send_wr
+                || attr.max_recv_wr > st.attr.max_recv_wr
+                || attr.max_send_sge > st.attr.max_send_sge
+                || attr.max_recv_sge > st.attr.max_recv_sge
+                || attr.max_inline_data != 0)
+        {
+            return Err(EINVAL);
+        }
+        let a = &mut st.attr;
+        let take = |bit: u32| mask & bit != 0;
+        if take(qp_mask::ACCESS_FLAGS) {
+            a.qp_access_flags = attr.qp_access_flags;
+        }
+        if take(qp_mask::PKEY_INDEX) {
+            a.pkey_index = attr.pkey_index;
+        }
+        if take(qp_mask::QKEY) {
+            a.qkey = attr.qkey;
+        }
+        if take(qp_mask::AV) {
+            a.dlid = attr.dlid;
+        }
+        if take(qp_mask::PATH_MTU) {
+            a.path_mtu = attr.path_mtu;
+        }
+        if take(qp_mask::TIMEOUT) {
+            a.timeout = attr.timeout;
+        }
+        if take(qp_mask::RETRY_CNT) {
+            a.retry_cnt = attr.retry_cnt & 7;
+        }
+        if take(qp_mask::RNR_RETRY) {
+            a.rnr_retry = attr.rnr_retry & 7;
+        }
+        if take(qp_mask::RQ_PSN) {
+            a.rq_psn = attr.rq_psn & 0xff_ffff;
+        }
+        if take(qp_mask::SQ_PSN) {
+            a.sq_psn = attr.sq_psn & 0xff_ffff;
+        }
+        if take(qp_mask::MAX_QP_RD_ATOMIC) {
+            a.max_rd_atomic = attr.max_rd_atomic;
+        }
+        if take(qp_mask::MAX_DEST_RD_ATOMIC) {
+            a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+        }
+        if take(qp_mask::MIN_RNR_TIMER) {
+            a.min_rnr_timer = attr.min_rnr_timer & 0x1f;
+        }
+        if take(qp_mask::DEST_QPN) {
+            a.dest_qp_num = attr.dest_qp_num & 0xff_ffff;
+        }
+        if take(qp_mask::EN_SQD_ASYNC_NOTIFY) {
+            a.sq_draining = attr.sq_draining;
+        }
+        if mask & qp_mask::STATE == 0 {
+            return Ok(());
+        }
+        st.state = next;
+        st.attr.qp_state = next;
+        match next {
+            qp_state::RESET => {
+                while st.sq.pop().is_some() {}
+                while st.rq.pop().is_some() {}
+            }
+            qp_state::ERR => {
+                drop(st);
+                self.flush_recv();
+                self.kick();
+            }
+            qp_state::RTS => {
+                drop(st);
+                self.kick();
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Reports the attributes.
+    pub(crate) fn query(&self, out: &mut QpAttr) {
+        let st = self.state.lock();
+        *out = st.attr;
+        out.qp_state = st.state;
+        out.sq_draining = u32::from(st.state == qp_state::SQD && !st.sq.is_empty());
+    }
+
+    /// Queues a send request; `EINVAL` before RTS or for a request the
+    /// device does not take, `ENOMEM` when the send queue is full.
+    pub(crate) fn post_send(self: &Arc<Self>, wr: &SendWr<'_>) -> Result {
+        let mut st = self.state.lock();
+        if st.dead {
+            return Err(EINVAL);
+        }
+        // Requests may be queued in RTS and SQD, and in ERR, where they
+        // are flushed; before RTS there is no send queue yet.
+        if !matches!(st.state, qp_state::RTS | qp_state::SQD | qp_state::ERR) {
+            return Err(EINVAL);
+        }
+        match wr.opcode {
+            wr_opcode::RDMA_WRITE
+            | wr_opcode::RDMA_WRITE_WITH_IMM
+            | wr_opcode::SEND
+            | wr_opcode::SEND_WITH_IMM
+            | wr_opcode::RDMA_READ => {}
+            _ => return Err(EINVAL),
+        }
+        if wr.sges.len() > st.attr.max_send_sge as usize || wr.send_flags & send_flags::INLINE != 0
+        {
+            return Err(EINVAL);
+        }
+        let mut wqe = SendWqe {
+            wr_id: wr.wr_id,
+            opcode: wr.opcode,
+            flags: wr.send_flags,
+            imm_data: wr.imm_data,
+            remote_addr: wr.remote_addr,
+            rkey: wr.rkey,
+            sges: [Sge::default(); MAX_SGE as usize],
+            num_sge: wr.sges.len(),
+        };
+        wqe.sges[..wr.sges.len()].copy_from_slice(wr.sges);
+        st.sq.push(wqe)?;
+        let run = st.state != qp_state::SQD;
+        drop(st);
+        if run {
+            self.kick();
+        }
+        Ok(())
+    }
+
+    /// Queues a receive request; `EINVAL` in RESET or for too many
+    /// entries, `ENOMEM` when the receive queue is full.
+    pub(crate) fn post_recv(self: &Arc<Self>, wr: &RecvWr<'_>) -> Result {
+        let mut st = self.state.lock();
+        if st.dead || st.state == qp_state::RESET {
+            return Err(EINVAL);
+        }
+        if wr.sges.len() > st.attr.max_recv_sge as usize {
+            return Err(EINVAL);
+        }
+        let mut wqe = RecvWqe {
+            wr_id: wr.wr_id,
+            sges: [Sge::default(); MAX_SGE as usize],
+            num_sge: wr.sges.len(),
+        };
+        wqe.sges[..wr.sges.len()].copy_from_slice(wr.sges);
+        st.rq.push(wqe)?;
+        let flush = st.state == qp_state::ERR;
+        drop(st);
+        if flush {
+            self.flush_recv();
+        }
+        Ok(())
+    }
+
+    /// Completes every queued receive with `IB_WC_WR_FLUSH_ERR` (ERR).
+    pub(crate) fn flush_recv(&self) {
+        loop {
+            let wqe = {
+                let mut st = self.state.lock();
+                if st.dead || st.state != qp_state::ERR {
+                    return;
+                }
+                st.rq.pop()
+            };
+            let Some(wqe) = wqe else {
+                return;
+            };
+            self.complete_recv(
+                Wc {
+                    wr_id: wqe.wr_id,
+                    status: wc_status::WR_FLUSH_ERR,
+                    opcode: wc_opcode::RECV,
+                    qp_num: self.qpn,
+                    ..Wc::default()
+                },
+                false,
+            );
+        }
+    }
+
+    /// Moves the QP to ERR (a failed request), flushing its receives.
+    pub(crate) fn enter_error(self: &Arc<Self>) {
+        {
+            let mut st = self.state.lock();
+            if st.dead || st.state == qp_state::ERR {
+                return;
+            }
+            st.state = qp_state::ERR;
+            st.attr.qp_state = qp_state::ERR;
+        }
+        self.flush_recv();
+        self.kick();
+    }
+
+    /// Takes the oldest receive request, if the QP accepts incoming
+    /// requests (RTR or later, not ERR).
+    pub(crate) fn take_recv(&self) -> Option<RecvWqe> {
+        let mut st = self.state.lock();
+        if st.dead || !Self::accepts_requests(st.state) {
+            return None;
+        }
+        st.rq.pop()
+    }
+
+    /// Whether a QP in `state` answers incoming requests.
+    pub(crate) fn accepts_requests(state: u32) -> bool {
+        matches!(
+            state,
+            qp_state::RTR | qp_state::RTS | qp_state::SQD | qp_state::SQE
+        )
+    }
+
+    /// The QP's state, or `None` once it is being destroyed.
+    pub(crate) fn current_state(&self) -> Option<u32> {
+        let st = self.state.lock();
+        (!st.dead).then_some(st.state)
+    }
+
+    /// Access rights the QP grants its peer.
+    pub(crate) fn peer_access(&self) -> u32 {
+        self.state.lock().attr.qp_access_flags
+    }
+
+    /// Posts a receive completion.
+    pub(crate) fn complete_recv(&self, wc: Wc, solicited: bool) {
+        if wc.status != wc_status::SUCCESS {
+            Stats::add(&self.dev.stats.error_wcs, 1);
+        }
+        self.rcq.push(wc, solicited);
+    }
+
+    /// Posts a send completion.
+    pub(crate) fn complete_send(&self, wc: Wc) {
+        if wc.status != wc_status::SUCCESS {
+            Stats::add(&self.dev.stats.error_wcs, 1);
+        }
+        self.scq.push(wc, false);
+    }
+
+    /// Makes sure the work item will look at the send queue.
+    pub(crate) fn kick(self: &Arc<Self>) {
+        {
+            let mut st = self.state.lock();
+            if st.dead || st.worker {
+                return;
+            }
+            st.worker = true;
+        }
+        if workqueue::system_unbound().enqueue(self.clone()).is_err() {
+            // Already queued: it will run.
+        }
+    }
+
+    /// The next request the work item should execute, with the QP's
+    /// state; `None` (and the work item's end) when there is nothing to do.
+    pub(crate) fn next_send(&self) -> Option<(SendWqe, u32)> {
+        let mut st = self.state.lock();
+        let runnable = matches!(st.state, qp_state::RTS | qp_state::ERR) && !st.dead;
+        match runnable.then(|| st.sq.pop()).flatten() {
+            Some(w) => Some((w, st.state)),
+            None => {
+                st.worker = false;
+                None
+            }
+        }
+    }
+
+    /// Stops the work item and waits until it is idle; nothing completes
+    /// afterwards. For destroy.
+    pub(crate) fn shut_down(&self) {
+        self.state.lock().dead = true;
+        while self.state.lock().worker {
+            fsleep(Delta::from_micros(200));
+        }
+    }
+
+    /// The RNR wait before the next retry (`min_rnr_timer`, as a rough
+    /// microsecond count) and the number of retries (7: unbounded).
+    pub(crate) fn rnr_policy(&self) -> (u32, u32) {
+        let st = self.state.lock();
+        (st.attr.min_rnr_timer, st.attr.rnr_retry)
+    }
+
+    /// The peer QP number.
+    pub(crate) fn dest_qpn(&self) -> u32 {
+        self.state.lock().attr.dest_qp_num
+    }
+
+    /// Whether the work item should stop.
+    pub(crate) fn stopping(&self) -> bool {
+        self.state.lock().dead
+    }
+}
+
+impl WorkItem for Qp {
+    type Pointer = Arc<Qp>;
+
+    fn run(this: Arc<Qp>) {
+        crate::exec::run_send_queue(&this);
+        // A request posted after the queue looked empty kicked a worker
+        // that was still marked busy: look again.
+        let more = {
+            let st = this.state.lock();
+            !st.dead && !st.sq.is_empty() && matches!(st.state, qp_state::RTS | qp_state::ERR)
+        };
+        if more {
+            this.kick();
+        }
+    }
+}

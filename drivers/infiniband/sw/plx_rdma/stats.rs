@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Device counters, shown in debugfs: which path moved the data, and how
+//! work requests ended.
+
+use core::fmt;
+use kernel::sync::atomic::{Atomic, Relaxed};
+
+/// Counters since the device was registered.
+pub(crate) struct Stats {
+    /// Copies (one per work request and memory pair) done by the engine.
+    pub(crate) engine_copies: Atomic<u64>,
+    /// Bytes the engine moved.
+    pub(crate) engine_bytes: Atomic<u64>,
+    /// Copies done by the CPU, because no channel was there.
+    pub(crate) cpu_copies: Atomic<u64>,
+    /// Bytes the CPU moved.
+    pub(crate) cpu_bytes: Atomic<u64>,
+    /// Send work requests executed.
+    pub(crate) send_wrs: Atomic<u64>,
+    /// Work completions with an error status (flushes included).
+    pub(crate) error_wcs: Atomic<u64>,
+}
+
+impl Stats {
+    pub(crate) const fn new() -> Self {
+        Self {
+            engine_copies: Atomic::new(0),
+            engine_bytes: Atomic::new(0),
+            cpu_copies: Atomic::new(0),
+            cpu_bytes: Atomic::new(0),
+            send_wrs: Atomic::new(0),
+            error_wcs: Atomic::new(0),
+        }
+    }
+
+    /// Adds `n` to `counter`.
+    pub(crate) fn add(counter: &Atomic<u64>, n: u64) {
+        counter.fetch_add(n, Relaxed);
+    }
+
+    /// Writes every counter, one `name: value` line each.
+    pub(crate) fn show(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "engine_copies: {}", self.engine_copies.load(Relaxed))?;
+        writeln!(f, "engine_bytes: {}", self.engine_bytes.load(Relaxed))?;
+        writeln!(f, "cpu_copies: {}", self.cpu_copies.load(Relaxed))?;
+        writeln!(f, "cpu_bytes: {}", self.cpu_bytes.load(Relaxed))?;
+        writeln!(f, "send_wrs: {}", self.send_wrs.load(Relaxed))?;
+        writeln!(f, "error_wcs: {}", self.error_wcs.load(Relaxed))
+    }
+}

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A bounded FIFO of work requests: a send or receive queue.
+//!
+//! Its storage is allocated when the QP is created, so posting never
+//! allocates (post_send and post_recv must not sleep).
+
+use kernel::prelude::*;
+
+/// A ring of at most `capacity` entries.
+pub(crate) struct WorkQueue<T> {
+    slots: KVVec<Option<T>>,
+    head: usize,
+    len: usize,
+}
+
+impl<T> WorkQueue<T> {
+    /// An empty queue of `capacity` entries (at least one).
+    pub(crate) fn new(capacity: usize) -> Result<Self> {
+        let capacity = capacity.max(1);
+        let mut slots = KVVec::with_capacity(capacity, GFP_KERNEL)?;
+        for _ in 0..capacity {
+            slots.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            slots,
+            head: 0,
+            len: 0,
+        })
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends `v`; `ENOMEM` when full (what verbs return for a full queue).
+    pub(crate) fn push(&mut self, v: T) -> Result {
+        if self.len == self.slots.len() {
+            return Err(ENOMEM);
+        }
+        let at = (self.head + self.len) % self.slots.len();
+        self.slots[at] = Some(v);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Takes the oldest entry.
+    pub(crate) fn pop(&mut self) -> Option<T> {
+        if self.len == 0 {
+            return None;
+        }
+        let v = self.slots[self.head].take();
+        self.head = (self.head + 1) % self.slots.len();
+        self.len -= 1;
+        v
+    }
+}

@@ -1,0 +1,640 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Thin C glue under the Rust RDMA device abstraction (rust/kernel/rdma/).
+ *
+ * The kernel's Rust bindings do not cover <rdma/ib_verbs.h>, and ib_core
+ * allocates the driver's objects itself (INIT_RDMA_OBJ_SIZE), so this file
+ * owns the containers of struct ib_device, ib_pd, ib_cq, ib_qp and ib_mr,
+ * fills the verbs attribute structures the core asks for, and forwards
+ * every object and work-request operation to a table of Rust functions
+ * with flat, fixed-layout arguments (ib_device.h).  It holds no policy:
+ * keys, protection, queues and the QP state machine live in Rust.
+ *
+ * The device is for user verbs only: objects created by kernel consumers
+ * (no udata) are refused, and the port claims no MAD, CM or SA support, so
+ * ib_core opens no special QPs on it.
+ */
+
+#include <linux/slab.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/ib_mad.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "ib_device.h"
+
+/* Mirrored by `RawOps` in rust/kernel/rdma/ffi.rs. */
+struct rust_ib_ops {
+	int (*alloc_pd)(void *dev, void **pd);
+	void (*dealloc_pd)(void *dev, void *pd);
+	int (*create_cq)(void *dev, struct ib_cq *ibcq, u32 entries, void **cq);
+	void (*destroy_cq)(void *dev, void *cq);
+	int (*poll_cq)(void *cq, struct rust_ib_wc *wc, u32 n);
+	int (*req_notify_cq)(void *cq, u32 flags);
+	int (*reg_user_mr)(void *dev, void *pd, u64 start, u64 length, u64 iova,
+			   u32 access, void **mr, u32 *lkey, u32 *rkey);
+	int (*dereg_mr)(void *dev, void *mr);
+	int (*create_qp)(void *dev, void *pd, void *send_cq, void *recv_cq,
+			 const struct rust_ib_qp_init *init, void **qp, u32 *qpn);
+	int (*modify_qp)(void *qp, const struct rust_ib_qp_attr *attr, u32 mask);
+	void (*query_qp)(void *qp, struct rust_ib_qp_attr *attr);
+	int (*destroy_qp)(void *dev, void *qp);
+	int (*post_send)(void *qp, const struct rust_ib_send_wr *wr);
+	int (*post_recv)(void *qp, const struct rust_ib_recv_wr *wr);
+};
+
+static_assert(sizeof(struct rust_ib_sge) == sizeof(struct ib_sge));
+static_assert(offsetof(struct rust_ib_sge, lkey) == offsetof(struct ib_sge, lkey));
+
+/* Completions handed out per poll_cq call, each with its own QP stub. */
+#define RUST_IB_WC_STUBS 8
+
+struct rust_ib_dev {
+	struct ib_device ibdev;
+	const struct rust_ib_ops *ops;
+	void *ctx;
+	struct rust_ib_caps caps;
+};
+
+struct rust_ib_ucontext {
+	struct ib_ucontext ibuc;
+};
+
+struct rust_ib_pd {
+	struct ib_pd ibpd;
+	void *priv;
+};
+
+/*
+ * uverbs reads wc->qp->qp_num after poll_cq returns, without holding the
+ * QP: a pointer to the live ib_qp could be freed by a racing destroy.  So a
+ * completion points at one of the CQ's own stubs, which carry only the
+ * device and the QP number and live as long as the CQ (which uverbs holds
+ * across the poll).  The stubs are used in turn; one is reused only after
+ * RUST_IB_WC_STUBS later completions.
+ */
+struct rust_ib_cq {
+	struct ib_cq ibcq;
+	void *priv;
+	spinlock_t stub_lock;
+	unsigned int stub_next;
+	struct ib_qp stub[RUST_IB_WC_STUBS];
+};
+
+struct rust_ib_qp {
+	struct ib_qp ibqp;
+	void *priv;
+};
+
+struct rust_ib_mr {
+	struct ib_mr ibmr;
+	void *priv;
+};
+
+static struct rust_ib_dev *to_rdev(struct ib_device *ibdev)
+{
+	return container_of(ibdev, struct rust_ib_dev, ibdev);
+}
+
+static const struct rust_ib_ops *ops_of(struct ib_device *ibdev)
+{
+	return to_rdev(ibdev)->ops;
+}
+
+static void *ctx_of(struct ib_device *ibdev)
+{
+	return to_rdev(ibdev)->ctx;
+}
+
+static int rib_query_device(struct ib_device *ibdev, struct ib_device_attr *a,
+			    struct ib_udata *udata)
+{
+	const struct rust_ib_caps *c = &to_rdev(ibdev)->caps;
+
+	if (udata->inlen || udata->outlen)
+		return -EINVAL;
+	memset(a, 0, sizeof(*a));
+	a->fw_ver = 1;
+	a->sys_image_guid = c->node_guid;
+	a->max_mr_size = c->max_mr_size;
+	a->page_size_cap = PAGE_SIZE;
+	a->vendor_id = c->vendor_id;
+	a->vendor_part_id = c->vendor_part_id;
+	a->hw_ver = c->hw_ver;
+	a->max_qp = c->max_qp;
+	a->max_qp_wr = c->max_qp_wr;
+	a->max_send_sge = c->max_sge;
+	a->max_recv_sge = c->max_sge;
+	a->max_sge_rd = c->max_sge;
+	a->max_cq = c->max_cq;
+	a->max_cqe = c->max_cqe;
+	a->max_mr = c->max_mr;
+	a->max_pd = c->max_pd;
+	/* RDMA READ needs responder resources; they are not limited here. */
+	a->max_qp_rd_atom = 16;
+	a->max_qp_init_rd_atom = 16;
+	a->max_res_rd_atom = 16 * c->max_qp;
+	a->atomic_cap = IB_ATOMIC_NONE;
+	a->max_pkeys = 1;
+	a->local_ca_ack_delay = 15;
+	return 0;
+}
+
+static int rib_query_port(struct ib_device *ibdev, u32 port,
+			  struct ib_port_attr *a)
+{
+	if (port != 1)
+		return -EINVAL;
+	/* ib_query_port() cleared *a. */
+	a->state = IB_PORT_ACTIVE;
+	a->phys_state = IB_PORT_PHYS_STATE_LINK_UP;
+	a->max_mtu = IB_MTU_4096;
+	a->active_mtu = IB_MTU_4096;
+	a->gid_tbl_len = 1;
+	a->pkey_tbl_len = 1;
+	a->max_msg_sz = 1U << 31;
+	/* The loopback fabric has one port, LID 1, and no subnet manager. */
+	a->lid = 1;
+	a->sm_lid = 1;
+	a->max_vl_num = 1;
+	a->active_width = IB_WIDTH_4X;
+	a->active_speed = IB_SPEED_EDR;
+	return 0;
+}
+
+static int rib_get_port_immutable(struct ib_device *ibdev, u32 port,
+				  struct ib_port_immutable *im)
+{
+	if (port != 1)
+		return -EINVAL;
+	im->pkey_tbl_len = 1;
+	im->gid_tbl_len = 1;
+	/* InfiniBand transport; no MAD, SMI, CM or SA: nothing to manage. */
+	im->core_cap_flags = RDMA_CORE_CAP_PROT_IB;
+	im->max_mad_size = 0;
+	return 0;
+}
+
+static enum rdma_link_layer rib_get_link_layer(struct ib_device *ibdev, u32 port)
+{
+	return IB_LINK_LAYER_INFINIBAND;
+}
+
+static int rib_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey)
+{
+	if (port != 1 || index)
+		return -EINVAL;
+	*pkey = 0xffff;
+	return 0;
+}
+
+static int rib_query_gid(struct ib_device *ibdev, u32 port, int index,
+			 union ib_gid *gid)
+{
+	if (port != 1 || index)
+		return -EINVAL;
+	gid->global.subnet_prefix = cpu_to_be64(0xfe80000000000000ULL);
+	gid->global.interface_id = ibdev->node_guid;
+	return 0;
+}
+
+static int rib_alloc_ucontext(struct ib_ucontext *uc, struct ib_udata *udata)
+{
+	/* Nothing is mapped into user space: the context carries no state. */
+	return 0;
+}
+
+static void rib_dealloc_ucontext(struct ib_ucontext *uc)
+{
+}
+
+static void rib_disassociate_ucontext(struct ib_ucontext *uc)
+{
+	/* No mmap: ib_core destroys the objects, nothing else to revoke. */
+}
+
+static int rib_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	struct rust_ib_pd *pd = container_of(ibpd, struct rust_ib_pd, ibpd);
+
+	if (!udata)
+		return -EOPNOTSUPP;
+	return ops_of(ibpd->device)->alloc_pd(ctx_of(ibpd->device), &pd->priv);
+}
+
+static int rib_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	struct rust_ib_pd *pd = container_of(ibpd, struct rust_ib_pd, ibpd);
+
+	ops_of(ibpd->device)->dealloc_pd(ctx_of(ibpd->device), pd->priv);
+	return 0;
+}
+
+static int rib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+			 struct uverbs_attr_bundle *attrs)
+{
+	struct rust_ib_cq *cq = container_of(ibcq, struct rust_ib_cq, ibcq);
+	struct ib_udata *udata = attrs ? &attrs->driver_udata : NULL;
+	int i, ret;
+
+	if (!udata)
+		return -EOPNOTSUPP;
+	if (attr->flags)
+		return -EOPNOTSUPP;
+	spin_lock_init(&cq->stub_lock);
+	for (i = 0; i < RUST_IB_WC_STUBS; i++)
+		cq->stub[i].device = ibcq->device;
+	ret = ops_of(ibcq->device)->create_cq(ctx_of(ibcq->device), ibcq,
+					      attr->cqe, &cq->priv);
+	if (!ret)
+		ibcq->cqe = attr->cqe;
+	return ret;
+}
+
+static int rib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
+{
+	struct rust_ib_cq *cq = container_of(ibcq, struct rust_ib_cq, ibcq);
+
+	ops_of(ibcq->device)->destroy_cq(ctx_of(ibcq->device), cq->priv);
+	return 0;
+}
+
+static int rib_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
+{
+	struct rust_ib_cq *cq = container_of(ibcq, struct rust_ib_cq, ibcq);
+	struct rust_ib_wc w[RUST_IB_WC_STUBS];
+	int i, got;
+
+	if (num <= 0)
+		return 0;
+	got = ops_of(ibcq->device)->poll_cq(cq->priv, w,
+					    min(num, RUST_IB_WC_STUBS));
+	for (i = 0; i < got; i++) {
+		struct ib_qp *stub;
+
+		spin_lock(&cq->stub_lock);
+		stub = &cq->stub[cq->stub_next++ % RUST_IB_WC_STUBS];
+		stub->qp_num = w[i].qp_num;
+		spin_unlock(&cq->stub_lock);
+
+		memset(&wc[i], 0, sizeof(wc[i]));
+		wc[i].wr_id = w[i].wr_id;
+		wc[i].status = w[i].status;
+		wc[i].opcode = w[i].opcode;
+		wc[i].byte_len = w[i].byte_len;
+		wc[i].qp = stub;
+		wc[i].ex.imm_data = (__force __be32)w[i].imm_data;
+		wc[i].src_qp = w[i].src_qp;
+		wc[i].wc_flags = w[i].wc_flags;
+		wc[i].slid = 1;
+		wc[i].port_num = 1;
+	}
+	return got;
+}
+
+static int rib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
+{
+	struct rust_ib_cq *cq = container_of(ibcq, struct rust_ib_cq, ibcq);
+
+	return ops_of(ibcq->device)->req_notify_cq(cq->priv, flags);
+}
+
+static struct ib_mr *rib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+				     u64 iova, int access, struct ib_dmah *dmah,
+				     struct ib_udata *udata)
+{
+	struct rust_ib_pd *pd = container_of(ibpd, struct rust_ib_pd, ibpd);
+	struct rust_ib_mr *mr;
+	int ret;
+
+	if (!udata)
+		return ERR_PTR(-EOPNOTSUPP);
+	if (dmah)
+		return ERR_PTR(-EOPNOTSUPP);
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL_ACCOUNT);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	ret = ops_of(ibpd->device)->reg_user_mr(ctx_of(ibpd->device), pd->priv,
+						start, length, iova, access,
+						&mr->priv, &mr->ibmr.lkey,
+						&mr->ibmr.rkey);
+	if (ret) {
+		kfree(mr);
+		return ERR_PTR(ret);
+	}
+	mr->ibmr.iova = iova;
+	mr->ibmr.length = length;
+	return &mr->ibmr;
+}
+
+static int rib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+{
+	struct rust_ib_mr *mr = container_of(ibmr, struct rust_ib_mr, ibmr);
+	int ret;
+
+	ret = ops_of(ibmr->device)->dereg_mr(ctx_of(ibmr->device), mr->priv);
+	if (ret)
+		return ret;
+	kfree(mr);
+	return 0;
+}
+
+static void *cq_priv(struct ib_cq *ibcq)
+{
+	return ibcq ? container_of(ibcq, struct rust_ib_cq, ibcq)->priv : NULL;
+}
+
+static int rib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *ia,
+			 struct ib_udata *udata)
+{
+	struct rust_ib_qp *qp = container_of(ibqp, struct rust_ib_qp, ibqp);
+	struct rust_ib_pd *pd = container_of(ibqp->pd, struct rust_ib_pd, ibpd);
+	struct rust_ib_qp_init init = {
+		.qp_type = ia->qp_type,
+		.sq_sig_all = ia->sq_sig_type == IB_SIGNAL_ALL_WR,
+		.max_send_wr = ia->cap.max_send_wr,
+		.max_recv_wr = ia->cap.max_recv_wr,
+		.max_send_sge = ia->cap.max_send_sge,
+		.max_recv_sge = ia->cap.max_recv_sge,
+		.max_inline_data = ia->cap.max_inline_data,
+		.has_srq = !!ia->srq,
+		.create_flags = ia->create_flags,
+	};
+	u32 qpn = 0;
+	int ret;
+
+	if (!udata)
+		return -EOPNOTSUPP;
+	if (udata->inlen || udata->outlen)
+		return -EINVAL;
+	ret = ops_of(ibqp->device)->create_qp(ctx_of(ibqp->device), pd->priv,
+					      cq_priv(ia->send_cq),
+					      cq_priv(ia->recv_cq), &init,
+					      &qp->priv, &qpn);
+	if (ret)
+		return ret;
+	ibqp->qp_num = qpn;
+	/* What was granted, for the caller (as rxe reports it). */
+	ia->cap.max_send_wr = init.max_send_wr;
+	ia->cap.max_recv_wr = init.max_recv_wr;
+	ia->cap.max_send_sge = init.max_send_sge;
+	ia->cap.max_recv_sge = init.max_recv_sge;
+	ia->cap.max_inline_data = init.max_inline_data;
+	return 0;
+}
+
+static int rib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+			 struct ib_udata *udata)
+{
+	struct rust_ib_qp *qp = container_of(ibqp, struct rust_ib_qp, ibqp);
+	struct rust_ib_qp_attr a = {};
+
+	if (mask & ~IB_QP_ATTR_STANDARD_BITS)
+		return -EOPNOTSUPP;
+	if (udata && (udata->inlen || udata->outlen))
+		return -EINVAL;
+	a.qp_state = attr->qp_state;
+	a.cur_qp_state = attr->cur_qp_state;
+	a.path_mtu = attr->path_mtu;
+	a.qkey = attr->qkey;
+	a.rq_psn = attr->rq_psn;
+	a.sq_psn = attr->sq_psn;
+	a.dest_qp_num = attr->dest_qp_num;
+	a.qp_access_flags = attr->qp_access_flags;
+	a.pkey_index = attr->pkey_index;
+	a.port_num = attr->port_num;
+	a.timeout = attr->timeout;
+	a.retry_cnt = attr->retry_cnt;
+	a.rnr_retry = attr->rnr_retry;
+	a.min_rnr_timer = attr->min_rnr_timer;
+	a.max_rd_atomic = attr->max_rd_atomic;
+	a.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	a.sq_draining = attr->en_sqd_async_notify;
+	a.max_send_wr = attr->cap.max_send_wr;
+	a.max_recv_wr = attr->cap.max_recv_wr;
+	a.max_send_sge = attr->cap.max_send_sge;
+	a.max_recv_sge = attr->cap.max_recv_sge;
+	a.max_inline_data = attr->cap.max_inline_data;
+	if (mask & IB_QP_AV)
+		a.dlid = rdma_ah_get_dlid(&attr->ah_attr);
+	return ops_of(ibqp->device)->modify_qp(qp->priv, &a, mask);
+}
+
+static int rib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+			struct ib_qp_init_attr *init)
+{
+	struct rust_ib_qp *qp = container_of(ibqp, struct rust_ib_qp, ibqp);
+	struct rust_ib_qp_attr a = {};
+
+	ops_of(ibqp->device)->query_qp(qp->priv, &a);
+	memset(attr, 0, sizeof(*attr));
+	memset(init, 0, sizeof(*init));
+	attr->qp_state = a.qp_state;
+	attr->cur_qp_state = a.qp_state;
+	attr->path_mtu = a.path_mtu;
+	attr->qkey = a.qkey;
+	attr->rq_psn = a.rq_psn;
+	attr->sq_psn = a.sq_psn;
+	attr->dest_qp_num = a.dest_qp_num;
+	attr->qp_access_flags = a.qp_access_flags;
+	attr->pkey_index = a.pkey_index;
+	attr->port_num = a.port_num;
+	attr->timeout = a.timeout;
+	attr->retry_cnt = a.retry_cnt;
+	attr->rnr_retry = a.rnr_retry;
+	attr->min_rnr_timer = a.min_rnr_timer;
+	attr->max_rd_atomic = a.max_rd_atomic;
+	attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
+	attr->sq_draining = a.sq_draining;
+	attr->cap.max_send_wr = a.max_send_wr;
+	attr->cap.max_recv_wr = a.max_recv_wr;
+	attr->cap.max_send_sge = a.max_send_sge;
+	attr->cap.max_recv_sge = a.max_recv_sge;
+	attr->cap.max_inline_data = a.max_inline_data;
+	attr->ah_attr.type = RDMA_AH_ATTR_TYPE_IB;
+	rdma_ah_set_dlid(&attr->ah_attr, a.dlid);
+	rdma_ah_set_port_num(&attr->ah_attr, 1);
+	init->qp_type = ibqp->qp_type;
+	init->send_cq = ibqp->send_cq;
+	init->recv_cq = ibqp->recv_cq;
+	init->srq = ibqp->srq;
+	init->cap = attr->cap;
+	init->sq_sig_type = a.sq_sig_all ? IB_SIGNAL_ALL_WR : IB_SIGNAL_REQ_WR;
+	return 0;
+}
+
+static int rib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
+{
+	struct rust_ib_qp *qp = container_of(ibqp, struct rust_ib_qp, ibqp);
+
+	return ops_of(ibqp->device)->destroy_qp(ctx_of(ibqp->device), qp->priv);
+}
+
+static int rib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+			 const struct ib_send_wr **bad)
+{
+	struct rust_ib_qp *qp = container_of(ibqp, struct rust_ib_qp, ibqp);
+	const struct rust_ib_ops *ops = ops_of(ibqp->device);
+	int ret = 0;
+
+	for (; wr; wr = wr->next) {
+		struct rust_ib_send_wr w = {
+			.wr_id = wr->wr_id,
+			.sg_list = (const struct rust_ib_sge *)wr->sg_list,
+			.num_sge = wr->num_sge < 0 ? 0 : wr->num_sge,
+			.opcode = wr->opcode,
+			.send_flags = wr->send_flags,
+			.imm_data = (__force u32)wr->ex.imm_data,
+		};
+
+		if (wr->num_sge < 0) {
+			ret = -EINVAL;
+		} else {
+			/* Only RDMA opcodes come in an ib_rdma_wr. */
+			switch (wr->opcode) {
+			case IB_WR_RDMA_WRITE:
+			case IB_WR_RDMA_WRITE_WITH_IMM:
+			case IB_WR_RDMA_READ:
+				w.remote_addr = rdma_wr(wr)->remote_addr;
+				w.rkey = rdma_wr(wr)->rkey;
+				break;
+			default:
+				break;
+			}
+			ret = ops->post_send(qp->priv, &w);
+		}
+		if (ret) {
+			*bad = wr;
+			break;
+		}
+	}
+	return ret;
+}
+
+static int rib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+			 const struct ib_recv_wr **bad)
+{
+	struct rust_ib_qp *qp = container_of(ibqp, struct rust_ib_qp, ibqp);
+	const struct rust_ib_ops *ops = ops_of(ibqp->device);
+	int ret = 0;
+
+	for (; wr; wr = wr->next) {
+		struct rust_ib_recv_wr w = {
+			.wr_id = wr->wr_id,
+			.sg_list = (const struct rust_ib_sge *)wr->sg_list,
+			.num_sge = wr->num_sge < 0 ? 0 : wr->num_sge,
+		};
+
+		ret = wr->num_sge < 0 ? -EINVAL : ops->post_recv(qp->priv, &w);
+		if (ret) {
+			*bad = wr;
+			break;
+		}
+	}
+	return ret;
+}
+
+static const struct ib_device_ops rust_ib_dev_ops = {
+	.owner = THIS_MODULE,
+	.driver_id = RDMA_DRIVER_UNKNOWN,
+	.uverbs_abi_ver = 1,
+
+	.alloc_pd = rib_alloc_pd,
+	.alloc_ucontext = rib_alloc_ucontext,
+	.create_cq = rib_create_cq,
+	.create_qp = rib_create_qp,
+	.dealloc_pd = rib_dealloc_pd,
+	.dealloc_ucontext = rib_dealloc_ucontext,
+	.dereg_mr = rib_dereg_mr,
+	.destroy_cq = rib_destroy_cq,
+	.destroy_qp = rib_destroy_qp,
+	.disassociate_ucontext = rib_disassociate_ucontext,
+	.get_link_layer = rib_get_link_layer,
+	.get_port_immutable = rib_get_port_immutable,
+	.modify_qp = rib_modify_qp,
+	.poll_cq = rib_poll_cq,
+	.post_recv = rib_post_recv,
+	.post_send = rib_post_send,
+	.query_device = rib_query_device,
+	.query_gid = rib_query_gid,
+	.query_pkey = rib_query_pkey,
+	.query_port = rib_query_port,
+	.query_qp = rib_query_qp,
+	.reg_user_mr = rib_reg_user_mr,
+	.req_notify_cq = rib_req_notify_cq,
+
+	INIT_RDMA_OBJ_SIZE(ib_cq, rust_ib_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_pd, rust_ib_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_qp, rust_ib_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_ucontext, rust_ib_ucontext, ibuc),
+};
+
+/*
+ * A new, unregistered device forwarding to @ops with @ctx; NULL if out of
+ * memory.  Freed with rust_ib_device_dealloc().
+ */
+struct ib_device *rust_ib_device_alloc(const struct rust_ib_ops *ops,
+				       void *ctx,
+				       const struct rust_ib_caps *caps)
+{
+	struct rust_ib_dev *rdev = ib_alloc_device(rust_ib_dev, ibdev);
+	struct ib_device *ibdev;
+
+	if (!rdev)
+		return NULL;
+	ibdev = &rdev->ibdev;
+	rdev->ops = ops;
+	rdev->ctx = ctx;
+	rdev->caps = *caps;
+	strscpy(ibdev->node_desc, "plx_rdma", sizeof(ibdev->node_desc));
+	ibdev->node_type = RDMA_NODE_IB_CA;
+	ibdev->phys_port_cnt = 1;
+	ibdev->num_comp_vectors = 1;
+	ibdev->node_guid = cpu_to_be64(caps->node_guid);
+	/* Posting and polling go through the kernel (no mmap'ed queues). */
+	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POLL_CQ) |
+				  BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
+				  BIT_ULL(IB_USER_VERBS_CMD_POST_RECV) |
+				  BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
+	ib_set_device_ops(ibdev, &rust_ib_dev_ops);
+	return ibdev;
+}
+
+/* Registers @ibdev as @name (a printf pattern such as "plx_rdma%d"). */
+int rust_ib_device_register(struct ib_device *ibdev, const char *name)
+{
+	/* Software device: ib_core uses virtual DMA for kernel consumers. */
+	return ib_register_device(ibdev, name, NULL);
+}
+
+/*
+ * Unregisters @ibdev: every user object is destroyed (through the ops)
+ * before this returns, and no op is called afterwards.
+ */
+void rust_ib_device_unregister(struct ib_device *ibdev)
+{
+	ib_unregister_device(ibdev);
+}
+
+void rust_ib_device_dealloc(struct ib_device *ibdev)
+{
+	ib_dealloc_device(ibdev);
+}
+
+const char *rust_ib_device_name(struct ib_device *ibdev)
+{
+	return dev_name(&ibdev->dev);
+}
+
+/* Calls the CQ's completion handler (a user CQ's: uverbs wakes its channel). */
+void rust_ib_cq_event(struct ib_cq *ibcq)
+{
+	if (ibcq->comp_handler)
+		ibcq->comp_handler(ibcq, ibcq->cq_context);
+}
+
+bool rust_ib_modify_qp_is_ok(u32 cur, u32 next, u32 qp_type, u32 mask)
+{
+	if (cur > IB_QPS_ERR || next > IB_QPS_ERR || qp_type >= IB_QPT_MAX)
+		return false;
+	return ib_modify_qp_is_ok(cur, next, qp_type, mask);
+}

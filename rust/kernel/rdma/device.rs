@@ -1,0 +1,554 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Registering an RDMA device with ib_core, and the verbs it answers.
+//!
+//! # Object lifetimes
+//!
+//! ib_core allocates each object's C container; the abstraction stores in
+//! it an [`Arc`] of the driver's value, created by the driver's `alloc_*`,
+//! `create_*` or `reg_*` method and given back to the driver's
+//! `dealloc_*`, `destroy_*` or `dereg_*` method, after which the C side no
+//! longer refers to it. ib_core guarantees the order that verbs need: a PD
+//! outlives its MRs and QPs, a CQ its QPs, and no object is used after its
+//! destroy returned. Unregistering destroys every user object first, so
+//! the driver's value outlives them all.
+
+use super::{
+    cq::CqNotifier,
+    ffi,
+    types::{Caps, QpAttr, QpInit, RawRecvWr, RawSendWr, RecvWr, SendWr, Sge, Wc},
+};
+use core::ptr::NonNull;
+use kernel::{
+    ffi::{c_int, c_void},
+    prelude::*,
+    str::CStr,
+    sync::{Arc, ArcBorrow},
+};
+
+/// The verbs of an RDMA device, called by ib_core (through uverbs).
+///
+/// Every method may run concurrently with the others, in process context,
+/// except [`Driver::poll_cq`], [`Driver::req_notify_cq`],
+/// [`Driver::post_send`] and [`Driver::post_recv`], which must not sleep.
+pub trait Driver: Send + Sync + Sized + 'static {
+    /// A protection domain.
+    type Pd: Send + Sync;
+    /// A completion queue.
+    type Cq: Send + Sync;
+    /// A memory region.
+    type Mr: Send + Sync;
+    /// A queue pair.
+    type Qp: Send + Sync;
+
+    /// Allocates a protection domain.
+    fn alloc_pd(&self) -> Result<Arc<Self::Pd>>;
+
+    /// Frees a protection domain (it has no MR or QP left).
+    fn dealloc_pd(&self, pd: Arc<Self::Pd>);
+
+    /// Creates a CQ of at least `entries` entries; `notifier` raises its
+    /// completion event.
+    fn create_cq(&self, entries: u32, notifier: Arc<CqNotifier>) -> Result<Arc<Self::Cq>>;
+
+    /// Destroys a CQ (no QP uses it any more; its notifier is revoked).
+    fn destroy_cq(&self, cq: Arc<Self::Cq>);
+
+    /// Moves up to `out.len()` completions out of `cq`; returns how many.
+    fn poll_cq(cq: &Self::Cq, out: &mut [Wc]) -> usize;
+
+    /// Arms `cq` for its next (or next solicited) completion. With
+    /// `REPORT_MISSED_EVENTS`, returns 1 if completions are waiting.
+    fn req_notify_cq(cq: &Self::Cq, flags: u32) -> i32;
+
+    /// Registers `length` bytes of the caller's memory at `start`, which
+    /// work requests address as `iova`, with `access` rights. Returns the
+    /// region and its local and remote keys.
+    fn reg_user_mr(
+        &self,
+        pd: &Arc<Self::Pd>,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: u32,
+    ) -> Result<(Arc<Self::Mr>, u32, u32)>;
+
+    /// Deregisters a memory region. On success the abstraction drops its
+    /// reference; on error the region stays registered.
+    fn dereg_mr(&self, mr: &Arc<Self::Mr>) -> Result;
+
+    /// Creates a QP on `pd` with its CQs; lowers `init`'s capabilities to
+    /// what it grants. Returns the QP and its number.
+    fn create_qp(
+        &self,
+        pd: &Arc<Self::Pd>,
+        send_cq: &Arc<Self::Cq>,
+        recv_cq: &Arc<Self::Cq>,
+        init: &mut QpInit,
+    ) -> Result<(Arc<Self::Qp>, u32)>;
+
+    /// Applies the attributes of `attr` that `mask` selects.
+    fn modify_qp(qp: ArcBorrow<'_, Self::Qp>, attr: &QpAttr, mask: u32) -> Result;
+
+    /// Reports the QP's attributes.
+    fn query_qp(qp: &Self::Qp, out: &mut QpAttr);
+
+    /// Destroys a QP. On success the abstraction drops its reference.
+    fn destroy_qp(&self, qp: &Arc<Self::Qp>) -> Result;
+
+    /// Queues one send work request.
+    fn post_send(qp: ArcBorrow<'_, Self::Qp>, wr: &SendWr<'_>) -> Result;
+
+    /// Queues one receive work request.
+    fn post_recv(qp: ArcBorrow<'_, Self::Qp>, wr: &RecvWr<'_>) -> Result;
+}
+
+/// Whether ib_core would allow `cur` → `next` for a QP of `qp_type` with
+/// attribute `mask` (`ib_modify_qp_is_ok`: the verbs state machine and the
+/// attributes each transition requires and allows).
+pub fn modify_qp_is_ok(cur: u32, next: u32, qp_type: u32, mask: u32) -> bool {
+    // SAFETY: Plain values; the helper range-checks them.
+    unsafe { ffi::rust_ib_modify_qp_is_ok(cur, next, qp_type, mask) }
+}
+
+/// A registered RDMA device.
+///
+/// Dropping it unregisters the device, which first destroys every object
+/// its users still hold, then frees it.
+///
+/// # Invariants
+///
+/// `raw` is a `struct ib_device` from `rust_ib_device_alloc`, registered,
+/// whose context is `driver`'s pointer; it is unregistered and freed once,
+/// in `drop`, and only then is `driver`'s reference released.
+pub struct Registration<T: Driver> {
+    raw: NonNull<c_void>,
+    driver: Arc<T>,
+}
+
+// SAFETY: The registration is a handle; ib_core may be called from any
+// thread.
+unsafe impl<T: Driver> Send for Registration<T> {}
+// SAFETY: `&Registration` allows no mutation.
+unsafe impl<T: Driver> Sync for Registration<T> {}
+
+impl<T: Driver> Registration<T> {
+    const OPS: ffi::RawOps = ffi::RawOps {
+        alloc_pd: alloc_pd::<T>,
+        dealloc_pd: dealloc_pd::<T>,
+        create_cq: create_cq::<T>,
+        destroy_cq: destroy_cq::<T>,
+        poll_cq: poll_cq::<T>,
+        req_notify_cq: req_notify_cq::<T>,
+        reg_user_mr: reg_user_mr::<T>,
+        dereg_mr: dereg_mr::<T>,
+        create_qp: create_qp::<T>,
+        modify_qp: modify_qp::<T>,
+        query_qp: query_qp::<T>,
+        destroy_qp: destroy_qp::<T>,
+        post_send: post_send::<T>,
+        post_recv: post_recv::<T>,
+    };
+
+    /// Registers `driver` as an RDMA device named after `pattern` (e.g.
+    /// `c"plx_rdma%d"`) with the limits `caps`.
+    pub fn new(driver: Arc<T>, caps: &Caps, pattern: &CStr) -> Result<Self> {
+        let ctx = Arc::as_ptr(&driver).cast::<c_void>();
+        // SAFETY: `OPS` is a promoted constant with static lifetime; `ctx`
+        // stays valid while the device exists (kept by `driver` below);
+        // `caps` is copied.
+        let raw = unsafe { ffi::rust_ib_device_alloc(&Self::OPS, ctx, caps) };
+        let raw = NonNull::new(raw).ok_or(ENOMEM)?;
+        // SAFETY: `raw` is a new, unregistered device; `pattern` is a valid
+        // C string for the call.
+        let ret = unsafe { ffi::rust_ib_device_register(raw.as_ptr(), pattern.as_char_ptr()) };
+        if ret != 0 {
+            // SAFETY: Registration failed; the device is ours to free.
+            unsafe { ffi::rust_ib_device_dealloc(raw.as_ptr()) };
+            return Err(Error::from_errno(ret));
+        }
+        // INVARIANT: Registered, with `driver` as its context.
+        Ok(Self { raw, driver })
+    }
+
+    /// The device's name (e.g. `plx_rdma0`).
+    pub fn name(&self) -> &CStr {
+        // SAFETY: The device is registered (type invariant); its name lives
+        // as long as it does, which outlives the borrow of `self`.
+        unsafe { CStr::from_char_ptr(ffi::rust_ib_device_name(self.raw.as_ptr())) }
+    }
+
+    /// The driver.
+    pub fn driver(&self) -> &Arc<T> {
+        &self.driver
+    }
+}
+
+impl<T: Driver> Drop for Registration<T> {
+    fn drop(&mut self) {
+        // SAFETY: Registered (type invariant). Unregistering destroys every
+        // user object through the ops and calls none afterwards; then the
+        // device is freed, and `driver` is released after this body.
+        unsafe {
+            ffi::rust_ib_device_unregister(self.raw.as_ptr());
+            ffi::rust_ib_device_dealloc(self.raw.as_ptr());
+        }
+    }
+}
+
+/// A driver value held by a C object: `Arc::into_raw` of a `V`.
+fn into_priv<V>(v: Arc<V>) -> *mut c_void {
+    Arc::into_raw(v).cast_mut().cast::<c_void>()
+}
+
+/// # Safety
+///
+/// `p` came from [`into_priv`] for a `V` and its reference is still held
+/// by the C object, which lives for `'a`.
+unsafe fn borrow_priv<'a, V>(p: *mut c_void) -> &'a V {
+    // SAFETY: Per the function's contract.
+    unsafe { &*p.cast::<V>() }
+}
+
+/// Borrows the `Arc` a C object holds.
+///
+/// # Safety
+///
+/// As for [`borrow_priv`].
+unsafe fn arc_priv<'a, V>(p: *mut c_void) -> ArcBorrow<'a, V> {
+    // SAFETY: Per the function's contract, `p` is a live `Arc<V>`
+    // reference that outlives `'a`.
+    unsafe { ArcBorrow::from_raw(p.cast::<V>()) }
+}
+
+/// Clones the reference a C object holds, without giving it up.
+///
+/// # Safety
+///
+/// As for [`borrow_priv`].
+unsafe fn clone_priv<V>(p: *mut c_void) -> Arc<V> {
+    // SAFETY: Per the function's contract, `p` is a live `Arc<V>`
+    // reference; `ManuallyDrop` keeps the C object's reference.
+    let held = core::mem::ManuallyDrop::new(unsafe { Arc::from_raw(p.cast::<V>()) });
+    (*held).clone()
+}
+
+/// Takes back the reference a C object held.
+///
+/// # Safety
+///
+/// `p` came from [`into_priv`] for a `V`; the C object gives it up (this is
+/// its destruction) and never uses it again.
+unsafe fn take_priv<V>(p: *mut c_void) -> Arc<V> {
+    // SAFETY: Per the function's contract.
+    unsafe { Arc::from_raw(p.cast::<V>()) }
+}
+
+/// # Safety
+///
+/// `ctx` is the context of a device registered by [`Registration::new`]
+/// for a `T`, which is alive for `'a`.
+unsafe fn driver<'a, T: Driver>(ctx: *const c_void) -> &'a T {
+    // SAFETY: Per the function's contract.
+    unsafe { &*ctx.cast::<T>() }
+}
+
+fn errno(r: Result) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// `sgl` points to `n` initialized entries valid for `'a` (or `n` is 0).
+unsafe fn sges<'a>(sgl: *const Sge, n: u32) -> &'a [Sge] {
+    if n == 0 || sgl.is_null() {
+        return &[];
+    }
+    // SAFETY: Per the function's contract.
+    unsafe { core::slice::from_raw_parts(sgl, n as usize) }
+}
+
+// The trampolines below are called by the C glue only, with the contexts
+// and object pointers it was given: a device context from
+// `Registration::new`, object pointers from `into_priv` that the C
+// containers hold until the matching destroy.
+
+/// # Safety
+///
+/// See the comment above: called by the C glue with a live device context.
+unsafe extern "C" fn alloc_pd<T: Driver>(ctx: *const c_void, out: *mut *mut c_void) -> c_int {
+    // SAFETY: A live device context (see above).
+    match unsafe { driver::<T>(ctx) }.alloc_pd() {
+        Ok(pd) => {
+            // SAFETY: `out` is the container's pointer slot.
+            unsafe { *out = into_priv(pd) };
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live device context and the PD's pointer,
+/// at its destruction.
+unsafe extern "C" fn dealloc_pd<T: Driver>(ctx: *const c_void, pd: *mut c_void) {
+    // SAFETY: The PD is destroyed: its reference comes back.
+    let pd = unsafe { take_priv::<T::Pd>(pd) };
+    // SAFETY: A live device context.
+    unsafe { driver::<T>(ctx) }.dealloc_pd(pd)
+}
+
+/// What a CQ's container holds: the driver's CQ and its event notifier,
+/// which is revoked before the CQ is destroyed.
+struct CqEntry<T: Driver> {
+    cq: Arc<T::Cq>,
+    notifier: Arc<CqNotifier>,
+}
+
+/// # Safety
+///
+/// `p` is a CQ container's pointer (a `KBox<CqEntry<T>>`), alive for `'a`.
+unsafe fn cq_entry<'a, T: Driver>(p: *mut c_void) -> &'a CqEntry<T> {
+    // SAFETY: Per the function's contract.
+    unsafe { &*p.cast::<CqEntry<T>>() }
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live device context and the new `ib_cq`.
+unsafe extern "C" fn create_cq<T: Driver>(
+    ctx: *const c_void,
+    ibcq: *mut c_void,
+    entries: u32,
+    out: *mut *mut c_void,
+) -> c_int {
+    let Some(ibcq) = NonNull::new(ibcq) else {
+        return EINVAL.to_errno();
+    };
+    let notifier = match CqNotifier::new(ibcq) {
+        Ok(n) => n,
+        Err(e) => return e.to_errno(),
+    };
+    // SAFETY: A live device context.
+    let drv = unsafe { driver::<T>(ctx) };
+    let cq = match drv.create_cq(entries, notifier.clone()) {
+        Ok(cq) => cq,
+        Err(e) => return e.to_errno(),
+    };
+    match KBox::new(CqEntry::<T> { cq, notifier }, GFP_KERNEL) {
+        Ok(entry) => {
+            // SAFETY: `out` is the container's pointer slot.
+            unsafe { *out = KBox::into_raw(entry).cast::<c_void>() };
+            0
+        }
+        Err(_) => ENOMEM.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live device context and the CQ's pointer,
+/// at its destruction.
+unsafe extern "C" fn destroy_cq<T: Driver>(ctx: *const c_void, cq: *mut c_void) {
+    // SAFETY: The CQ is destroyed: its entry comes back.
+    let entry = unsafe { KBox::from_raw(cq.cast::<CqEntry<T>>()) };
+    entry.notifier.revoke();
+    let CqEntry { cq, .. } = KBox::into_inner(entry);
+    // SAFETY: A live device context.
+    unsafe { driver::<T>(ctx) }.destroy_cq(cq)
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live CQ pointer and room for `n` entries.
+unsafe extern "C" fn poll_cq<T: Driver>(cq: *mut c_void, wc: *mut Wc, n: u32) -> c_int {
+    if wc.is_null() || n == 0 {
+        return 0;
+    }
+    // SAFETY: The glue's array of `n` entries, ours for the call.
+    let out = unsafe { core::slice::from_raw_parts_mut(wc, n as usize) };
+    // SAFETY: A live CQ.
+    let got = T::poll_cq(&unsafe { cq_entry::<T>(cq) }.cq, out);
+    got.min(n as usize) as c_int
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live CQ pointer.
+unsafe extern "C" fn req_notify_cq<T: Driver>(cq: *mut c_void, flags: u32) -> c_int {
+    // SAFETY: A live CQ.
+    T::req_notify_cq(&unsafe { cq_entry::<T>(cq) }.cq, flags)
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live device context and PD pointer.
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn reg_user_mr<T: Driver>(
+    ctx: *const c_void,
+    pd: *mut c_void,
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: u32,
+    out: *mut *mut c_void,
+    lkey: *mut u32,
+    rkey: *mut u32,
+) -> c_int {
+    // SAFETY: A live PD, held by its container during the call.
+    let pd = unsafe { clone_priv::<T::Pd>(pd) };
+    // SAFETY: A live device context.
+    match unsafe { driver::<T>(ctx) }.reg_user_mr(&pd, start, length, iova, access) {
+        Ok((mr, l, r)) => {
+            // SAFETY: The container's out slots.
+            unsafe {
+                *out = into_priv(mr);
+                *lkey = l;
+                *rkey = r;
+            }
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live device context and MR pointer; on
+/// success the container is freed.
+unsafe extern "C" fn dereg_mr<T: Driver>(ctx: *const c_void, mr: *mut c_void) -> c_int {
+    // SAFETY: A live MR, held by the container during the call.
+    let this = unsafe { clone_priv::<T::Mr>(mr) };
+    // SAFETY: A live device context.
+    let r = unsafe { driver::<T>(ctx) }.dereg_mr(&this);
+    drop(this);
+    if r.is_ok() {
+        // SAFETY: Deregistered: the container gives its reference up.
+        drop(unsafe { take_priv::<T::Mr>(mr) });
+    }
+    errno(r)
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live device context, PD and CQ pointers
+/// (a CQ pointer may be NULL).
+unsafe extern "C" fn create_qp<T: Driver>(
+    ctx: *const c_void,
+    pd: *mut c_void,
+    send_cq: *mut c_void,
+    recv_cq: *mut c_void,
+    init: *mut QpInit,
+    out: *mut *mut c_void,
+    qpn: *mut u32,
+) -> c_int {
+    if send_cq.is_null() || recv_cq.is_null() || init.is_null() {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: Live PD and CQs, held by their containers during the call.
+    let (pd, scq, rcq) = unsafe {
+        (
+            clone_priv::<T::Pd>(pd),
+            cq_entry::<T>(send_cq).cq.clone(),
+            cq_entry::<T>(recv_cq).cq.clone(),
+        )
+    };
+    // SAFETY: The glue's init structure, ours for the call.
+    let init = unsafe { &mut *init };
+    // SAFETY: A live device context.
+    match unsafe { driver::<T>(ctx) }.create_qp(&pd, &scq, &rcq, init) {
+        Ok((qp, n)) => {
+            // SAFETY: The container's out slots.
+            unsafe {
+                *out = into_priv(qp);
+                *qpn = n;
+            }
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live QP pointer and attributes.
+unsafe extern "C" fn modify_qp<T: Driver>(
+    qp: *mut c_void,
+    attr: *const QpAttr,
+    mask: u32,
+) -> c_int {
+    // SAFETY: A live QP, held by its container during the call.
+    let qp = unsafe { arc_priv::<T::Qp>(qp) };
+    // SAFETY: The glue's attributes, valid for the call.
+    let attr = unsafe { &*attr };
+    errno(T::modify_qp(qp, attr, mask))
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live QP pointer and room for the attributes.
+unsafe extern "C" fn query_qp<T: Driver>(qp: *mut c_void, attr: *mut QpAttr) {
+    // SAFETY: A live QP, held by its container during the call.
+    let qp = unsafe { borrow_priv::<T::Qp>(qp) };
+    // SAFETY: The glue's out structure, ours for the call.
+    let attr = unsafe { &mut *attr };
+    T::query_qp(qp, attr)
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live device context and QP pointer; on
+/// success the container is freed.
+unsafe extern "C" fn destroy_qp<T: Driver>(ctx: *const c_void, qp: *mut c_void) -> c_int {
+    // SAFETY: A live QP, held by the container during the call.
+    let this = unsafe { clone_priv::<T::Qp>(qp) };
+    // SAFETY: A live device context.
+    let r = unsafe { driver::<T>(ctx) }.destroy_qp(&this);
+    drop(this);
+    if r.is_ok() {
+        // SAFETY: Destroyed: the container gives its reference up.
+        drop(unsafe { take_priv::<T::Qp>(qp) });
+    }
+    errno(r)
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live QP pointer and a work request whose
+/// gather list is valid for the call.
+unsafe extern "C" fn post_send<T: Driver>(qp: *mut c_void, wr: *const RawSendWr) -> c_int {
+    // SAFETY: The glue's request, valid for the call.
+    let w = unsafe { &*wr };
+    let wr = SendWr {
+        wr_id: w.wr_id,
+        opcode: w.opcode,
+        send_flags: w.send_flags,
+        imm_data: w.imm_data,
+        remote_addr: w.remote_addr,
+        rkey: w.rkey,
+        // SAFETY: `sg_list` holds `num_sge` entries for the call.
+        sges: unsafe { sges(w.sg_list, w.num_sge) },
+    };
+    // SAFETY: A live QP.
+    errno(T::post_send(unsafe { arc_priv::<T::Qp>(qp) }, &wr))
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live QP pointer and a work request whose
+/// scatter list is valid for the call.
+unsafe extern "C" fn post_recv<T: Driver>(qp: *mut c_void, wr: *const RawRecvWr) -> c_int {
+    // SAFETY: The glue's request, valid for the call.
+    let w = unsafe { &*wr };
+    let wr = RecvWr {
+        wr_id: w.wr_id,
+        // SAFETY: `sg_list` holds `num_sge` entries for the call.
+        sges: unsafe { sges(w.sg_list, w.num_sge) },
+    };
+    // SAFETY: A live QP.
+    errno(T::post_recv(unsafe { arc_priv::<T::Qp>(qp) }, &wr))
+}

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Raw declarations of the C glue in `rust/helpers/ib_device.c`.
+//!
+//! The verbs objects (`struct ib_device`, `ib_cq`) are opaque here; the
+//! flat argument structures are mirrored field by field in
+//! [`super::types`] and checked against the C header's sizes below.
+
+use super::types::{Caps, QpAttr, QpInit, RawRecvWr, RawSendWr, Wc};
+use kernel::ffi::{c_char, c_int, c_void};
+
+/// Mirror of `struct rust_ib_ops` in the helper file.
+#[repr(C)]
+pub(super) struct RawOps {
+    pub(super) alloc_pd: unsafe extern "C" fn(*const c_void, *mut *mut c_void) -> c_int,
+    pub(super) dealloc_pd: unsafe extern "C" fn(*const c_void, *mut c_void),
+    pub(super) create_cq:
+        unsafe extern "C" fn(*const c_void, *mut c_void, u32, *mut *mut c_void) -> c_int,
+    pub(super) destroy_cq: unsafe extern "C" fn(*const c_void, *mut c_void),
+    pub(super) poll_cq: unsafe extern "C" fn(*mut c_void, *mut Wc, u32) -> c_int,
+    pub(super) req_notify_cq: unsafe extern "C" fn(*mut c_void, u32) -> c_int,
+    pub(super) reg_user_mr: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        u64,
+        u64,
+        u64,
+        u32,
+        *mut *mut c_void,
+        *mut u32,
+        *mut u32,
+    ) -> c_int,
+    pub(super) dereg_mr: unsafe extern "C" fn(*const c_void, *mut c_void) -> c_int,
+    pub(super) create_qp: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        *mut c_void,
+        *mut c_void,
+        *mut QpInit,
+        *mut *mut c_void,
+        *mut u32,
+    ) -> c_int,
+    pub(super) modify_qp: unsafe extern "C" fn(*mut c_void, *const QpAttr, u32) -> c_int,
+    pub(super) query_qp: unsafe extern "C" fn(*mut c_void, *mut QpAttr),
+    pub(super) destroy_qp: unsafe extern "C" fn(*const c_void, *mut c_void) -> c_int,
+    pub(super) post_send: unsafe extern "C" fn(*mut c_void, *const RawSendWr) -> c_int,
+    pub(super) post_recv: unsafe extern "C" fn(*mut c_void, *const RawRecvWr) -> c_int,
+}
+
+extern "C" {
+    pub(super) fn rust_ib_device_alloc(
+        ops: *const RawOps,
+        ctx: *const c_void,
+        caps: *const Caps,
+    ) -> *mut c_void;
+    pub(super) fn rust_ib_device_register(ibdev: *mut c_void, name: *const c_char) -> c_int;
+    pub(super) fn rust_ib_device_unregister(ibdev: *mut c_void);
+    pub(super) fn rust_ib_device_dealloc(ibdev: *mut c_void);
+    pub(super) fn rust_ib_device_name(ibdev: *mut c_void) -> *const c_char;
+    pub(super) fn rust_ib_cq_event(ibcq: *mut c_void);
+    pub(super) fn rust_ib_modify_qp_is_ok(cur: u32, next: u32, qp_type: u32, mask: u32) -> bool;
+}
