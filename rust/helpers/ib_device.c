@@ -110,7 +110,8 @@ static int rib_query_device(struct ib_device *ibdev, struct ib_device_attr *a,
 {
 	const struct rust_ib_caps *c = &to_rdev(ibdev)->caps;
 
-	if (udata->inlen || udata->outlen)
+	/* ib_core itself asks at registration, without udata. */
+	if (udata && (udata->inlen || udata->outlen))
 		return -EINVAL;
 	memset(a, 0, sizeof(*a));
 	a->fw_ver = 1;

@@ -10,15 +10,17 @@ stat() { sed -n "s/^$1: //p" "$STATS"; }
 
 /usr/sbin/ip link set lo up
 check "modprobe rust_plx_dma" modprobe rust_plx_dma
+# uverbs (/dev/infiniband/uverbsN) is what rdma-core's udev rules load.
+check "modprobe ib_uverbs" modprobe ib_uverbs
 check "modprobe plx_rdma" modprobe plx_rdma
 check "plx_rdma0 is an ib_core device" test -d /sys/class/infiniband/plx_rdma0
 check "plx_rdma0 moves data with a rust_plx_dma channel" sh -c "grep -q '^data_path: dma[0-9]*chan0' $STATS"
-out=$(rdma link show 2>&1)
-echo "$out" | sed 's/^/# rdma link: /'
-check "rdma link shows plx_rdma0/1 ACTIVE" sh -c "echo '$out' | grep -q 'plx_rdma0/1 state ACTIVE'"
-out=$(ibv_devinfo -d plx_rdma0 2>&1)
-echo "$out" | sed 's/^/# ibv_devinfo: /'
-check "ibv_devinfo opens plx_rdma0 through its provider (PORT_ACTIVE)" sh -c "echo '$out' | grep -q 'PORT_ACTIVE'"
+rdma link show >/tmp/rdma-link.out 2>&1
+sed 's/^/# rdma link: /' /tmp/rdma-link.out
+check "rdma link shows plx_rdma0/1 ACTIVE" grep -q 'plx_rdma0/1 .*state ACTIVE' /tmp/rdma-link.out
+ibv_devinfo -v -d plx_rdma0 >/tmp/devinfo.out 2>&1
+sed 's/^/# ibv_devinfo: /' /tmp/devinfo.out
+check "ibv_devinfo opens plx_rdma0 through its provider (PORT_ACTIVE)" grep -q 'PORT_ACTIVE' /tmp/devinfo.out
 
 # ibv_rc_pingpong: RC SEND/RECV both ways over the loopback fabric, every
 # buffer checked (--chk), for several sizes.
@@ -42,6 +44,60 @@ done
 after=$(stat engine_copies)
 check "the engine moved the pingpong data (engine_copies $before -> $after)" test "$after" -gt "$before"
 sed 's/^/# stats: /' "$STATS"
+
+# perftest on plx_rdma0: server and client over the loopback fabric (the
+# out-of-band exchange on 127.0.0.1).
+perf_pair() {
+	tool=$1
+	shift
+	"$tool" -d plx_rdma0 "$@" >/tmp/perf-server.log 2>&1 &
+	srv=$!
+	sleep 2
+	"$tool" -d plx_rdma0 "$@" 127.0.0.1 >/tmp/perf-client.log 2>&1
+	crc=$?
+	wait "$srv"
+	src=$?
+	sed "s/^/# $tool client: /" /tmp/perf-client.log
+	[ "$crc" -eq 0 ] && [ "$src" -eq 0 ] || sed "s/^/# $tool server: /" /tmp/perf-server.log
+	test "$crc" -eq 0 && test "$src" -eq 0
+}
+check "ib_write_bw completes on plx_rdma0" perf_pair ib_write_bw -s 65536 -n 200
+check "ib_read_bw completes on plx_rdma0" perf_pair ib_read_bw -s 65536 -n 200
+check "ib_send_lat completes on plx_rdma0" perf_pair ib_send_lat -s 64 -n 200 -I 0
+
+# The verbs kselftests on plx_rdma: every case checks its own outcome.
+kselftest_points() {
+	while read -r line; do
+		case "$line" in
+		"ok "*"# SKIP"*) not_ok "kselftest skipped: ${line#ok }" ;;
+		"ok "*) ok "kselftest ${line#ok }" ;;
+		"not ok "*) not_ok "kselftest ${line#not ok }" ;;
+		esac
+	done <"$1"
+}
+PLX_RDMA_DEV=plx_rdma0 verbs_test >/tmp/verbs-plx.tap 2>&1
+sed 's/^/# /' /tmp/verbs-plx.tap
+kselftest_points /tmp/verbs-plx.tap
+check "verbs kselftests on plx_rdma0: no failure, no skip" \
+	grep -q '^# Totals: pass:[1-9][0-9]* fail:0 xfail:0 xpass:0 skip:0 error:0' /tmp/verbs-plx.tap
+
+# The same kselftests on rdma_rxe, the behavioural oracle (on lo: the
+# guest has no other netdev), then the differential comparison.
+check "modprobe rdma_rxe" modprobe rdma_rxe
+check "rdma link add rxe0 type rxe netdev lo" rdma link add rxe0 type rxe netdev lo
+DIVERGENCES=/guest/rxe_divergences
+skip_args=$(grep -v '^#' "$DIVERGENCES" | grep -v '^$' | sed 's/^/-T /' | tr '\n' ' ')
+# shellcheck disable=SC2086
+PLX_RDMA_DEV=rxe0 verbs_test $skip_args >/tmp/verbs-rxe.tap 2>&1
+sed 's/^/# rxe: /' /tmp/verbs-rxe.tap
+check "verbs kselftests on rxe0 (the oracle agrees with the expectations)" \
+	grep -q '^# Totals: pass:[1-9][0-9]* fail:0 xfail:0 xpass:0 skip:0 error:0' /tmp/verbs-rxe.tap
+diffout=$(sh /guest/verbs_diff.sh /tmp/verbs-rxe.tap /tmp/verbs-plx.tap "$DIVERGENCES")
+drc=$?
+printf '%s\n' "$diffout" | sed 's/^/# /'
+check "plx_rdma0 and rxe0 give the same outcomes ($(printf '%s' "$diffout" | head -n 1))" test "$drc" -eq 0
+check "rdma link delete rxe0" rdma link delete rxe0
+check "rmmod rdma_rxe" rmmod rdma_rxe
 
 check "rmmod plx_rdma" rmmod plx_rdma
 check "modprobe plx_rdma channel=0 (CPU data path)" modprobe plx_rdma channel=0

@@ -10,8 +10,31 @@ if ! mapfile -t files < <("$REPO/scripts/rdma-userland.sh") || [ "${#files[@]}" 
 	finish
 fi
 ok "the RDMA user space (provider, tools, libraries) builds: ${#files[@]} files"
+# Which devices libibverbs gives the provider, on a fake sysfs (it needs a
+# host without ib_core, whose netlink would be asked instead).
+if [ -d /sys/class/infiniband ] || [ -d /sys/module/ib_core ]; then
+	echo "# provider-match-check not run (not counted): this host has ib_core loaded"
+else
+	check "the provider takes plx_rdma* devices of ABI 1 only, never rxe's" \
+		"$REPO/scripts/provider-match-check.sh"
+fi
 extras=()
 for f in "${files[@]}"; do extras+=(-a "$f"); done
+# The verbs kselftests, linked against the root's libibverbs (providers are
+# loaded at run time, so the program cannot be static).
+ksrc=$(ls -d "$PLX_CACHE"/src/linux-* | head -1)
+vout=$REPO/build/selftests/drivers/infiniband/plx_rdma
+mkdir -p "$vout"
+if in_root make -s -C "$REPO/tools/testing/selftests/drivers/infiniband/plx_rdma" \
+	KSFT_TOP="$ksrc/tools/testing/selftests" OUTPUT="$vout" EXTRA_CFLAGS=-Werror >&2; then
+	ok "the verbs kselftests build (kselftest_harness.h, lib.mk, libibverbs)"
+else
+	not_ok "the verbs kselftests build"
+	finish
+fi
+extras+=(-a "$vout/verbs_test:/usr/local/bin/verbs_test")
+extras+=(-a "$REPO/scripts/guest/verbs_diff.sh:/guest/verbs_diff.sh")
+extras+=(-a "$REPO/tools/testing/selftests/drivers/infiniband/plx_rdma/rxe_divergences:/guest/rxe_divergences")
 rc=0
 run_emulated_guest rdma 2 1200 "$REPO/scripts/suites/rdma.guest.sh" "${extras[@]}" || rc=$?
 guest_points rdma

@@ -74,12 +74,19 @@ pub(crate) fn run_send_queue(qp: &Arc<Qp>) {
 }
 
 fn send_wc(qp: &Qp, wqe: &SendWqe, status: u32, byte_len: u32) -> Wc {
+    // rxe flags the requester's completion of a request with immediate
+    // data too (with the data itself left 0).
+    let with_imm = matches!(
+        wqe.opcode,
+        wr_opcode::SEND_WITH_IMM | wr_opcode::RDMA_WRITE_WITH_IMM
+    );
     Wc {
         wr_id: wqe.wr_id,
         status,
         opcode: wqe.wc_opcode(),
         byte_len,
         qp_num: qp.qpn,
+        wc_flags: if with_imm { WC_WITH_IMM } else { 0 },
         ..Wc::default()
     }
 }
@@ -104,7 +111,7 @@ fn resolve(qp: &Qp, sges: &[Sge], want: u32) -> core::result::Result<KVec<Piece>
 
 /// The remote region of an RDMA request, checked against the peer QP.
 fn resolve_remote(peer: &Qp, wqe: &SendWqe, want: u32, len: u64) -> Option<Piece> {
-    if wqe.rkey == 0 || peer.peer_access() & want != want {
+    if wqe.rkey == 0 {
         return None;
     }
     let mr = peer.dev.mrs.get(wqe.rkey)?;
@@ -209,6 +216,12 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
             } else {
                 access::REMOTE_WRITE
             };
+            if peer.peer_access() & want != want {
+                // The peer QP does not take this operation at all: an
+                // invalid request, as rxe's responder NAKs it.
+                peer.enter_error();
+                return Outcome::Failed(wc_status::REM_INV_REQ_ERR);
+            }
             let Some(remote) = resolve_remote(&peer, wqe, want, len) else {
                 // The responder NAKs the access; both ends go to ERR.
                 peer.enter_error();
@@ -265,9 +278,12 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
             };
             let room: u64 = recv.sges().iter().map(|s| u64::from(s.length)).sum();
             if len > room {
-                peer.complete_recv(recv_wc(wc_status::LOC_LEN_ERR, 0), false);
+                // rxe's responder fails the receive as a local QP
+                // operation error and NAKs the requester with a remote
+                // operation error.
+                peer.complete_recv(recv_wc(wc_status::LOC_QP_OP_ERR, 0), false);
                 peer.enter_error();
-                return Outcome::Failed(wc_status::REM_INV_REQ_ERR);
+                return Outcome::Failed(wc_status::REM_OP_ERR);
             }
             let Ok(dst) = resolve(&peer, recv.sges(), access::LOCAL_WRITE) else {
                 peer.complete_recv(recv_wc(wc_status::LOC_PROT_ERR, 0), false);

@@ -42,11 +42,11 @@ use core::fmt;
 use cq::Cq;
 use dmaengine::client::MemcpyChannel;
 use kernel::{
-    debugfs, new_spinlock,
+    debugfs, new_mutex,
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        Arc, ArcBorrow, SpinLock,
+        Arc, ArcBorrow, Mutex,
     },
 };
 use mover::Mover;
@@ -91,8 +91,9 @@ const MAX_CQE: u32 = 65536;
 pub(crate) struct Device {
     #[pin]
     pub(crate) mrs: MrTable,
+    /// The QPs by number; only process context looks them up.
     #[pin]
-    qps: SpinLock<KVec<Option<Arc<Qp>>>>,
+    qps: Mutex<KVec<Option<Arc<Qp>>>>,
     pub(crate) mover: Mover,
     pub(crate) stats: Stats,
     pds: Atomic<u32>,
@@ -108,7 +109,7 @@ impl Device {
         Arc::pin_init(
             try_pin_init!(Self {
                 mrs <- MrTable::new(MAX_MR)?,
-                qps <- new_spinlock!(qps, "plx_rdma_qps"),
+                qps <- new_mutex!(qps, "plx_rdma_qps"),
                 mover,
                 stats: Stats::new(),
                 pds: Atomic::new(0),
@@ -210,11 +211,10 @@ impl Driver for PlxRdma {
         recv_cq: &Arc<Cq>,
         init: &mut QpInit,
     ) -> Result<(Arc<Qp>, u32)> {
+        // A mutex: the QP is built (allocating) with its number taken.
         let mut qps = self.0.qps.lock();
         let i = qps.iter().position(Option::is_none).ok_or(ENOMEM)?;
         let qpn = FIRST_QPN + i as u32;
-        // Reserve the slot, then build the QP outside the lock.
-        drop(qps);
         let qp = Qp::new(
             self.0.clone(),
             qpn,
@@ -223,11 +223,6 @@ impl Driver for PlxRdma {
             recv_cq.clone(),
             init,
         )?;
-        qps = self.0.qps.lock();
-        if qps[i].is_some() {
-            // Taken meanwhile by another create.
-            return Err(EAGAIN);
-        }
         qps[i] = Some(qp.clone());
         Ok((qp, qpn))
     }

@@ -456,18 +456,28 @@ impl Qp {
 
     /// Posts a receive completion.
     pub(crate) fn complete_recv(&self, wc: Wc, solicited: bool) {
-        if wc.status != wc_status::SUCCESS {
-            Stats::add(&self.dev.stats.error_wcs, 1);
-        }
-        self.rcq.push(wc, solicited);
+        self.rcq.push(self.count(wc), solicited);
     }
 
     /// Posts a send completion.
     pub(crate) fn complete_send(&self, wc: Wc) {
-        if wc.status != wc_status::SUCCESS {
-            Stats::add(&self.dev.stats.error_wcs, 1);
+        self.scq.push(self.count(wc), false);
+    }
+
+    /// Counts an error completion, which carries only its identity and
+    /// status: verbs leaves the other fields undefined, and rxe reports
+    /// them as zero.
+    fn count(&self, wc: Wc) -> Wc {
+        if wc.status == wc_status::SUCCESS {
+            return wc;
         }
-        self.scq.push(wc, false);
+        Stats::add(&self.dev.stats.error_wcs, 1);
+        Wc {
+            wr_id: wc.wr_id,
+            status: wc.status,
+            qp_num: wc.qp_num,
+            ..Wc::default()
+        }
     }
 
     /// Makes sure the work item will look at the send queue.

@@ -1,0 +1,827 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Verbs kselftests, run on any RDMA device: once on plx_rdma and once on
+ * rdma_rxe (the behavioural oracle), after which
+ * verbs_diff.sh compares what both runs printed.
+ *
+ *   PLX_RDMA_DEV=plx_rdma0 ./verbs_test
+ *
+ * Every test builds two RC QPs on the device, connected to each other
+ * (the loopback case both devices support), runs one sequence of verbs
+ * and checks the verbs outcome: the work completions' status, opcode,
+ * byte_len and immediate data, the posting and modify return values, the
+ * QP states, and the memory: a destination is compared with its source, a
+ * buffer that must stay untouched carries a canary.  Each observation is
+ * also printed as a "# OUTCOME" line, so that two runs can be compared
+ * line by line.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "kselftest_harness.h"
+
+#define PAGE 4096UL
+#define MiB (1UL << 20)
+#define BUF (16 * MiB + 2 * PAGE)
+#define CANARY 0x5a
+#define DEPTH 16
+
+FIXTURE(pair) {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd, *pd2;
+	struct ibv_cq *cq;
+	struct ibv_qp *a, *b;
+	struct ibv_port_attr port;
+	union ibv_gid gid;
+	int gid_index;
+	unsigned char *src, *dst;
+	struct ibv_mr *src_mr, *dst_mr;
+};
+
+/* One observation, the same on every device that behaves alike. */
+#define OUTCOME(fmt, ...) \
+	printf("# OUTCOME %s: " fmt "\n", _metadata->name, ##__VA_ARGS__)
+
+static struct ibv_context *open_named(const char *name)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = NULL;
+
+	for (int i = 0; list && list[i]; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), name))
+			ctx = ibv_open_device(list[i]);
+	if (list)
+		ibv_free_device_list(list);
+	return ctx;
+}
+
+static struct ibv_qp *make_qp(FIXTURE_DATA(pair) *self, struct ibv_pd *pd)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = self->cq,
+		.recv_cq = self->cq,
+		.qp_type = IBV_QPT_RC,
+		.cap = {
+			.max_send_wr = DEPTH, .max_recv_wr = DEPTH,
+			.max_send_sge = 4, .max_recv_sge = 4,
+		},
+	};
+
+	return ibv_create_qp(pd, &ia);
+}
+
+static int to_init(struct ibv_qp *qp, int access)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+		.qp_access_flags = access,
+	};
+
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			     IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+}
+
+/* RTR toward @dest: by LID on InfiniBand, by GID (RoCE) on Ethernet. */
+static int to_rtr(FIXTURE_DATA(pair) *self, struct ibv_qp *qp, uint32_t dest)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
+		.dest_qp_num = dest, .rq_psn = 0, .max_dest_rd_atomic = 4,
+		.min_rnr_timer = 1,
+		.ah_attr = { .port_num = 1 },
+	};
+
+	if (self->port.link_layer == IBV_LINK_LAYER_ETHERNET) {
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.dgid = self->gid;
+		a.ah_attr.grh.sgid_index = self->gid_index;
+		a.ah_attr.grh.hop_limit = 1;
+	} else {
+		a.ah_attr.dlid = self->port.lid;
+	}
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+}
+
+static int to_rts(struct ibv_qp *qp, int rnr_retry)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
+		.rnr_retry = rnr_retry, .sq_psn = 0, .max_rd_atomic = 4,
+	};
+
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* Connects a and b to each other; 0 or the first failing step's errno. */
+static int connect_pair(FIXTURE_DATA(pair) *self, int access_b, int rnr_retry)
+{
+	int full = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		   IBV_ACCESS_REMOTE_READ;
+
+	return to_init(self->a, full) ?: to_init(self->b, access_b) ?:
+	       to_rtr(self, self->a, self->b->qp_num) ?:
+	       to_rtr(self, self->b, self->a->qp_num) ?:
+	       to_rts(self->a, rnr_retry) ?: to_rts(self->b, rnr_retry);
+}
+
+static int qp_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+
+	if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
+		return -1;
+	return a.qp_state;
+}
+
+FIXTURE_SETUP(pair)
+{
+	const char *name = getenv("PLX_RDMA_DEV");
+	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		     IBV_ACCESS_REMOTE_READ;
+
+	if (!name)
+		SKIP(return, "PLX_RDMA_DEV names no device");
+	self->ctx = open_named(name);
+	ASSERT_NE(NULL, self->ctx) TH_LOG("open %s: %s", name, strerror(errno));
+	ASSERT_EQ(0, ibv_query_port(self->ctx, 1, &self->port));
+	self->gid_index = 0;
+	if (self->port.link_layer == IBV_LINK_LAYER_ETHERNET) {
+		/* An IPv4-mapped GID (RoCEv2): the last one of the table. */
+		for (int i = 0; i < self->port.gid_tbl_len; i++) {
+			union ibv_gid g;
+
+			if (ibv_query_gid(self->ctx, 1, i, &g) || !g.global.interface_id)
+				continue;
+			self->gid = g;
+			self->gid_index = i;
+		}
+	}
+	self->pd = ibv_alloc_pd(self->ctx);
+	self->pd2 = ibv_alloc_pd(self->ctx);
+	ASSERT_NE(NULL, self->pd);
+	ASSERT_NE(NULL, self->pd2);
+	self->cq = ibv_create_cq(self->ctx, 4 * DEPTH, NULL, NULL, 0);
+	ASSERT_NE(NULL, self->cq);
+	self->a = make_qp(self, self->pd);
+	self->b = make_qp(self, self->pd);
+	ASSERT_NE(NULL, self->a);
+	ASSERT_NE(NULL, self->b);
+	self->src = mmap(NULL, BUF, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	self->dst = mmap(NULL, BUF, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, self->src);
+	ASSERT_NE(MAP_FAILED, self->dst);
+	for (size_t i = 0; i < BUF; i++)
+		self->src[i] = (unsigned char)(i * 7 + 3);
+	memset(self->dst, CANARY, BUF);
+	self->src_mr = ibv_reg_mr(self->pd, self->src, BUF, access);
+	self->dst_mr = ibv_reg_mr(self->pd, self->dst, BUF, access);
+	ASSERT_NE(NULL, self->src_mr) TH_LOG("reg_mr: %s", strerror(errno));
+	ASSERT_NE(NULL, self->dst_mr);
+}
+
+FIXTURE_TEARDOWN(pair)
+{
+	if (self->a)
+		ibv_destroy_qp(self->a);
+	if (self->b)
+		ibv_destroy_qp(self->b);
+	if (self->src_mr)
+		ibv_dereg_mr(self->src_mr);
+	if (self->dst_mr)
+		ibv_dereg_mr(self->dst_mr);
+	if (self->cq)
+		ibv_destroy_cq(self->cq);
+	if (self->pd2)
+		ibv_dealloc_pd(self->pd2);
+	if (self->pd)
+		ibv_dealloc_pd(self->pd);
+	if (self->ctx)
+		ibv_close_device(self->ctx);
+	if (self->src && self->src != MAP_FAILED)
+		munmap(self->src, BUF);
+	if (self->dst && self->dst != MAP_FAILED)
+		munmap(self->dst, BUF);
+}
+
+/*
+ * Polls @n completions (60 s at most: rxe over lo under a debug kernel
+ * moves a few MB/s); returns how many arrived.
+ */
+static int poll_n(struct ibv_cq *cq, struct ibv_wc *wc, int n)
+{
+	struct timespec t0, t;
+	int got = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (got < n) {
+		int r = ibv_poll_cq(cq, n - got, wc + got);
+
+		if (r < 0)
+			return got;
+		got += r;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 60)
+			break;
+		if (!r)
+			usleep(100);
+	}
+	return got;
+}
+
+/* Nothing more arrives within 200 ms. */
+static int poll_none(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+
+	usleep(200000);
+	return ibv_poll_cq(cq, 1, &wc);
+}
+
+static int post_rdma(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr,
+		     uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+		     uint32_t imm, int flags, uint64_t wr_id)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)laddr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id, .sg_list = &sge, .num_sge = 1, .opcode = op,
+		.send_flags = flags, .imm_data = htonl(imm),
+		.wr.rdma = { .remote_addr = raddr, .rkey = rkey },
+	}, *bad;
+
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+static int post_recv(struct ibv_qp *qp, void *addr, uint32_t len, uint32_t lkey,
+		     uint64_t wr_id)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+/* Index of the first byte of p[0..len) that is not v, or -1. */
+static long first_not(const unsigned char *p, size_t len, unsigned char v)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != v)
+			return i;
+	return -1;
+}
+
+static void report_wc(struct __test_metadata *_metadata, const char *what,
+		      const struct ibv_wc *wc)
+{
+	OUTCOME("%s status=%s opcode=%d byte_len=%u imm=%s%08x", what,
+		ibv_wc_status_str(wc->status), wc->opcode,
+		wc->status == IBV_WC_SUCCESS ? wc->byte_len : 0,
+		wc->wc_flags & IBV_WC_WITH_IMM ? "" : "none:",
+		wc->wc_flags & IBV_WC_WITH_IMM ? ntohl(wc->imm_data) : 0);
+}
+
+/*
+ * One successful transfer of @len bytes at offsets that cross pages: WRITE
+ * and READ from a's view, SEND from a to b.  The destination must equal the
+ * source and the bytes around it keep the canary.
+ */
+static void transfer(struct __test_metadata *_metadata, FIXTURE_DATA(pair) *self,
+		     enum ibv_wr_opcode op, uint32_t len, uint32_t imm)
+{
+	size_t soff = 1 + (len % 3), doff = 2 + (len % 5);
+	unsigned char *s = self->src + soff, *d = self->dst + doff;
+	struct ibv_wc wc[2];
+	int want = 1, recv = op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
+			    op == IBV_WR_RDMA_WRITE_WITH_IMM;
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE |
+				  IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 7));
+	if (recv) {
+		ASSERT_EQ(0, post_recv(self->b, d, len, self->dst_mr->lkey, 77));
+		want = 2;
+	}
+	if (op == IBV_WR_RDMA_READ) {
+		/* a reads b's memory (src) into its own (dst). */
+		ASSERT_EQ(0, post_rdma(self->a, op, d, len, self->dst_mr->lkey,
+				       (uintptr_t)s, self->src_mr->rkey, 0,
+				       IBV_SEND_SIGNALED, 1));
+	} else {
+		ASSERT_EQ(0, post_rdma(self->a, op, s, len, self->src_mr->lkey,
+				       (uintptr_t)d, self->dst_mr->rkey, imm,
+				       IBV_SEND_SIGNALED, 1));
+	}
+	ASSERT_EQ(want, poll_n(self->cq, wc, want));
+	for (int i = 0; i < want; i++) {
+		report_wc(_metadata, wc[i].wr_id == 1 ? "send" : "recv", &wc[i]);
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status)
+			TH_LOG("%s", ibv_wc_status_str(wc[i].status));
+		if (wc[i].wr_id == 1) {
+			EXPECT_EQ(len, wc[i].byte_len);
+			EXPECT_EQ(self->a->qp_num, wc[i].qp_num);
+		} else {
+			EXPECT_EQ(len, wc[i].byte_len);
+			EXPECT_EQ(self->b->qp_num, wc[i].qp_num);
+			if (op != IBV_WR_SEND) {
+				EXPECT_TRUE(wc[i].wc_flags & IBV_WC_WITH_IMM);
+				EXPECT_EQ(imm, ntohl(wc[i].imm_data));
+			}
+			EXPECT_EQ(op == IBV_WR_RDMA_WRITE_WITH_IMM ?
+				  IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV, wc[i].opcode);
+		}
+	}
+	EXPECT_EQ(0, memcmp(s, d, len));
+	EXPECT_EQ(-1, first_not(self->dst, doff, CANARY));
+	EXPECT_EQ(-1, first_not(d + len, 64, CANARY));
+	OUTCOME("memory=%s", memcmp(s, d, len) ? "differs" : "copied");
+	EXPECT_EQ(0, poll_none(self->cq));
+}
+
+#define TRANSFER_TEST(name, op, len, imm) \
+	TEST_F(pair, name) { transfer(_metadata, self, op, len, imm); }
+
+TRANSFER_TEST(write_1B, IBV_WR_RDMA_WRITE, 1, 0)
+TRANSFER_TEST(write_4095B, IBV_WR_RDMA_WRITE, 4095, 0)
+TRANSFER_TEST(write_4KiB, IBV_WR_RDMA_WRITE, 4096, 0)
+TRANSFER_TEST(write_64KiB_3, IBV_WR_RDMA_WRITE, 65539, 0)
+TRANSFER_TEST(write_1MiB, IBV_WR_RDMA_WRITE, 1 << 20, 0)
+TRANSFER_TEST(write_16MiB, IBV_WR_RDMA_WRITE, 16 << 20, 0)
+TRANSFER_TEST(read_1B, IBV_WR_RDMA_READ, 1, 0)
+TRANSFER_TEST(read_4095B, IBV_WR_RDMA_READ, 4095, 0)
+TRANSFER_TEST(read_4KiB, IBV_WR_RDMA_READ, 4096, 0)
+TRANSFER_TEST(read_64KiB_3, IBV_WR_RDMA_READ, 65539, 0)
+TRANSFER_TEST(read_1MiB, IBV_WR_RDMA_READ, 1 << 20, 0)
+TRANSFER_TEST(read_16MiB, IBV_WR_RDMA_READ, 16 << 20, 0)
+TRANSFER_TEST(send_1B, IBV_WR_SEND, 1, 0)
+TRANSFER_TEST(send_4095B, IBV_WR_SEND, 4095, 0)
+TRANSFER_TEST(send_4KiB, IBV_WR_SEND, 4096, 0)
+TRANSFER_TEST(send_64KiB_3, IBV_WR_SEND, 65539, 0)
+TRANSFER_TEST(send_1MiB, IBV_WR_SEND, 1 << 20, 0)
+TRANSFER_TEST(send_16MiB, IBV_WR_SEND, 16 << 20, 0)
+TRANSFER_TEST(write_imm_4KiB, IBV_WR_RDMA_WRITE_WITH_IMM, 4096, 0x12345678)
+TRANSFER_TEST(write_imm_1MiB, IBV_WR_RDMA_WRITE_WITH_IMM, 1 << 20, 0xcafe)
+TRANSFER_TEST(send_imm_100B, IBV_WR_SEND_WITH_IMM, 100, 0xdeadbeef)
+
+/*
+ * A request that must fail: a's one completion has @status, nothing of
+ * b's memory (dst) changes, and a ends in ERR.  @how says what is wrong.
+ */
+enum fault {
+	BAD_RKEY, STALE_RKEY, RKEY_OTHER_PD, RKEY_NO_REMOTE_WRITE,
+	QP_NO_REMOTE_WRITE, REMOTE_OUT_OF_BOUNDS, READ_NO_REMOTE_READ,
+	READ_OUT_OF_BOUNDS, BAD_LKEY, LKEY_OUT_OF_BOUNDS, LKEY_OTHER_PD,
+	READ_INTO_READ_ONLY,
+};
+
+static void faulty(struct __test_metadata *_metadata, FIXTURE_DATA(pair) *self,
+		   enum fault how, enum ibv_wc_status status)
+{
+	uint32_t len = 8192, lkey = self->src_mr->lkey, rkey = self->dst_mr->rkey;
+	unsigned char *l = self->src + 16, *r = self->dst + 32;
+	enum ibv_wr_opcode op = IBV_WR_RDMA_WRITE;
+	int access_b = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		       IBV_ACCESS_REMOTE_READ;
+	struct ibv_mr *extra = NULL;
+	struct ibv_wc wc;
+	unsigned char *watch = self->dst;
+
+	switch (how) {
+	case BAD_RKEY:
+		rkey ^= 0x5500;
+		break;
+	case STALE_RKEY:
+		extra = ibv_reg_mr(self->pd, self->dst, BUF, access_b);
+		ASSERT_NE(NULL, extra);
+		rkey = extra->rkey;
+		ASSERT_EQ(0, ibv_dereg_mr(extra));
+		extra = NULL;
+		break;
+	case RKEY_OTHER_PD:
+		extra = ibv_reg_mr(self->pd2, self->dst, BUF, access_b);
+		ASSERT_NE(NULL, extra);
+		rkey = extra->rkey;
+		break;
+	case RKEY_NO_REMOTE_WRITE:
+		extra = ibv_reg_mr(self->pd, self->dst, BUF,
+				   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+		ASSERT_NE(NULL, extra);
+		rkey = extra->rkey;
+		break;
+	case QP_NO_REMOTE_WRITE:
+		access_b = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+		break;
+	case REMOTE_OUT_OF_BOUNDS:
+		r = self->dst + BUF - len / 2;
+		break;
+	case READ_NO_REMOTE_READ:
+		op = IBV_WR_RDMA_READ;
+		extra = ibv_reg_mr(self->pd, self->src, BUF,
+				   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+		ASSERT_NE(NULL, extra);
+		break;
+	case READ_OUT_OF_BOUNDS:
+		op = IBV_WR_RDMA_READ;
+		break;
+	case BAD_LKEY:
+		lkey ^= 0x5500;
+		break;
+	case LKEY_OUT_OF_BOUNDS:
+		l = self->src + BUF - len / 2;
+		break;
+	case LKEY_OTHER_PD:
+		extra = ibv_reg_mr(self->pd2, self->src, BUF, IBV_ACCESS_LOCAL_WRITE);
+		ASSERT_NE(NULL, extra);
+		lkey = extra->lkey;
+		break;
+	case READ_INTO_READ_ONLY:
+		op = IBV_WR_RDMA_READ;
+		extra = ibv_reg_mr(self->pd, self->dst, BUF, 0);
+		ASSERT_NE(NULL, extra);
+		break;
+	}
+	if (op == IBV_WR_RDMA_READ) {
+		/* a reads b's src into a's dst: dst is what must not change. */
+		l = self->dst + 16;
+		lkey = how == READ_INTO_READ_ONLY ? extra->lkey : self->dst_mr->lkey;
+		r = how == READ_OUT_OF_BOUNDS ? self->src + BUF - len / 2 : self->src + 32;
+		rkey = how == READ_NO_REMOTE_READ ? extra->rkey : self->src_mr->rkey;
+	}
+	ASSERT_EQ(0, connect_pair(self, access_b, 7));
+	ASSERT_EQ(0, post_rdma(self->a, op, l, len, lkey, (uintptr_t)r, rkey, 0,
+			       IBV_SEND_SIGNALED, 1));
+	ASSERT_EQ(1, poll_n(self->cq, &wc, 1));
+	report_wc(_metadata, "send", &wc);
+	EXPECT_EQ(status, wc.status) TH_LOG("got %s", ibv_wc_status_str(wc.status));
+	EXPECT_EQ(-1, first_not(watch, BUF, CANARY)) TH_LOG("the target changed");
+	EXPECT_EQ(IBV_QPS_ERR, qp_state(self->a));
+	OUTCOME("memory=%s a=%d", first_not(watch, BUF, CANARY) < 0 ? "untouched" : "changed",
+		qp_state(self->a));
+	/* A later request is flushed. */
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_RDMA_WRITE, self->src, 8, self->src_mr->lkey,
+			       (uintptr_t)self->dst, self->dst_mr->rkey, 0,
+			       IBV_SEND_SIGNALED, 2));
+	ASSERT_EQ(1, poll_n(self->cq, &wc, 1));
+	report_wc(_metadata, "after", &wc);
+	EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, wc.status);
+	EXPECT_EQ(-1, first_not(watch, BUF, CANARY));
+	if (extra)
+		ibv_dereg_mr(extra);
+}
+
+#define FAULT_TEST(name, how, status) \
+	TEST_F(pair, name) { faulty(_metadata, self, how, status); }
+
+FAULT_TEST(write_bad_rkey, BAD_RKEY, IBV_WC_REM_ACCESS_ERR)
+FAULT_TEST(write_stale_rkey, STALE_RKEY, IBV_WC_REM_ACCESS_ERR)
+FAULT_TEST(write_rkey_other_pd, RKEY_OTHER_PD, IBV_WC_REM_ACCESS_ERR)
+FAULT_TEST(write_mr_without_remote_write, RKEY_NO_REMOTE_WRITE, IBV_WC_REM_ACCESS_ERR)
+FAULT_TEST(write_qp_without_remote_write, QP_NO_REMOTE_WRITE, IBV_WC_REM_INV_REQ_ERR)
+FAULT_TEST(write_out_of_bounds, REMOTE_OUT_OF_BOUNDS, IBV_WC_REM_ACCESS_ERR)
+FAULT_TEST(read_mr_without_remote_read, READ_NO_REMOTE_READ, IBV_WC_REM_ACCESS_ERR)
+FAULT_TEST(read_out_of_bounds, READ_OUT_OF_BOUNDS, IBV_WC_REM_ACCESS_ERR)
+FAULT_TEST(write_bad_lkey, BAD_LKEY, IBV_WC_LOC_PROT_ERR)
+FAULT_TEST(write_lkey_out_of_bounds, LKEY_OUT_OF_BOUNDS, IBV_WC_LOC_PROT_ERR)
+FAULT_TEST(write_lkey_other_pd, LKEY_OTHER_PD, IBV_WC_LOC_PROT_ERR)
+FAULT_TEST(read_into_read_only_mr, READ_INTO_READ_ONLY, IBV_WC_LOC_PROT_ERR)
+
+/* SEND with no receive posted and rnr_retry 0: RNR retries exhausted. */
+TEST_F(pair, send_without_recv_is_rnr)
+{
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE, 0));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_SEND, self->src, 64, self->src_mr->lkey,
+			       0, 0, 0, IBV_SEND_SIGNALED, 1));
+	ASSERT_EQ(1, poll_n(self->cq, &wc, 1));
+	report_wc(_metadata, "send", &wc);
+	EXPECT_EQ(IBV_WC_RNR_RETRY_EXC_ERR, wc.status);
+	EXPECT_EQ(IBV_QPS_ERR, qp_state(self->a));
+	OUTCOME("a=%d b=%d", qp_state(self->a), qp_state(self->b));
+}
+
+/*
+ * SEND longer than the receive: both ends fail (rxe's statuses: a remote
+ * operation error for the sender, a local QP operation error for the
+ * receive), nothing beyond the receive buffer written.
+ */
+TEST_F(pair, send_longer_than_recv)
+{
+	struct ibv_wc wc[2];
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE, 7));
+	ASSERT_EQ(0, post_recv(self->b, self->dst, 100, self->dst_mr->lkey, 77));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_SEND, self->src, 200, self->src_mr->lkey,
+			       0, 0, 0, IBV_SEND_SIGNALED, 1));
+	ASSERT_EQ(2, poll_n(self->cq, wc, 2));
+	for (int i = 0; i < 2; i++) {
+		report_wc(_metadata, wc[i].wr_id == 1 ? "send" : "recv", &wc[i]);
+		EXPECT_EQ(wc[i].wr_id == 1 ? IBV_WC_REM_OP_ERR : IBV_WC_LOC_QP_OP_ERR,
+			  wc[i].status);
+	}
+	EXPECT_EQ(-1, first_not(self->dst + 100, BUF - 100, CANARY));
+	OUTCOME("a=%d b=%d", qp_state(self->a), qp_state(self->b));
+}
+
+/* Posting before RTS (send) or in RESET (receive) is refused. */
+TEST_F(pair, post_before_ready)
+{
+	int r;
+
+	r = post_recv(self->a, self->dst, 64, self->dst_mr->lkey, 1);
+	OUTCOME("recv_in_reset=%d", r);
+	EXPECT_NE(0, r);
+	ASSERT_EQ(0, to_init(self->a, IBV_ACCESS_LOCAL_WRITE));
+	r = post_rdma(self->a, IBV_WR_SEND, self->src, 64, self->src_mr->lkey, 0, 0, 0,
+		      IBV_SEND_SIGNALED, 1);
+	OUTCOME("send_in_init=%d", r);
+	EXPECT_NE(0, r);
+	EXPECT_EQ(0, post_recv(self->a, self->dst, 64, self->dst_mr->lkey, 2));
+}
+
+/* Transitions the verbs state machine forbids are refused with EINVAL. */
+TEST_F(pair, illegal_transitions)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR };
+	int r;
+
+	r = ibv_modify_qp(self->a, &a, IBV_QP_STATE);
+	OUTCOME("reset_to_rtr=%d", r);
+	EXPECT_EQ(EINVAL, r);
+	a.qp_state = IBV_QPS_RTS;
+	r = ibv_modify_qp(self->a, &a, IBV_QP_STATE);
+	OUTCOME("reset_to_rts=%d", r);
+	EXPECT_EQ(EINVAL, r);
+	ASSERT_EQ(0, to_init(self->a, IBV_ACCESS_LOCAL_WRITE));
+	r = ibv_modify_qp(self->a, &a, IBV_QP_STATE);
+	OUTCOME("init_to_rts=%d", r);
+	EXPECT_EQ(EINVAL, r);
+	a.qp_state = IBV_QPS_RTR;
+	r = ibv_modify_qp(self->a, &a, IBV_QP_STATE);
+	OUTCOME("init_to_rtr_without_path=%d", r);
+	EXPECT_EQ(EINVAL, r);
+	EXPECT_EQ(IBV_QPS_INIT, qp_state(self->a));
+}
+
+/* RESET → INIT → RTR → RTS → SQD → RTS → ERR → RESET → ... works again. */
+TEST_F(pair, full_state_cycle)
+{
+	struct ibv_qp_attr a = {};
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 7));
+	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->a));
+	a.qp_state = IBV_QPS_SQD;
+	EXPECT_EQ(0, ibv_modify_qp(self->a, &a, IBV_QP_STATE));
+	EXPECT_EQ(IBV_QPS_SQD, qp_state(self->a));
+	a.qp_state = IBV_QPS_RTS;
+	EXPECT_EQ(0, ibv_modify_qp(self->a, &a, IBV_QP_STATE));
+	a.qp_state = IBV_QPS_ERR;
+	EXPECT_EQ(0, ibv_modify_qp(self->a, &a, IBV_QP_STATE));
+	EXPECT_EQ(IBV_QPS_ERR, qp_state(self->a));
+	a.qp_state = IBV_QPS_RESET;
+	EXPECT_EQ(0, ibv_modify_qp(self->a, &a, IBV_QP_STATE));
+	EXPECT_EQ(IBV_QPS_RESET, qp_state(self->a));
+	ASSERT_EQ(0, to_init(self->a, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+	ASSERT_EQ(0, to_rtr(self, self->a, self->b->qp_num));
+	ASSERT_EQ(0, to_rts(self->a, 7));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_RDMA_WRITE, self->src, 4096, self->src_mr->lkey,
+			       (uintptr_t)self->dst, self->dst_mr->rkey, 0, IBV_SEND_SIGNALED, 1));
+	ASSERT_EQ(1, poll_n(self->cq, &wc, 1));
+	report_wc(_metadata, "send", &wc);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(0, memcmp(self->src, self->dst, 4096));
+}
+
+/* Entering ERR flushes the posted receives. */
+TEST_F(pair, error_flushes_receives)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	struct ibv_wc wc[3];
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE, 7));
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(0, post_recv(self->b, self->dst + i * 64, 64, self->dst_mr->lkey, 10 + i));
+	ASSERT_EQ(0, ibv_modify_qp(self->b, &a, IBV_QP_STATE));
+	ASSERT_EQ(3, poll_n(self->cq, wc, 3));
+	for (int i = 0; i < 3; i++) {
+		report_wc(_metadata, "recv", &wc[i]);
+		EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, wc[i].status);
+		EXPECT_EQ(10 + i, wc[i].wr_id);
+	}
+	EXPECT_EQ(-1, first_not(self->dst, BUF, CANARY));
+}
+
+/* An unsignalled request completes silently; the signalled one after it
+ * reports, and both copied. */
+TEST_F(pair, unsignaled_then_signaled)
+{
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 7));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_RDMA_WRITE, self->src, 4096, self->src_mr->lkey,
+			       (uintptr_t)self->dst, self->dst_mr->rkey, 0, 0, 1));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_RDMA_WRITE, self->src + 4096, 4096,
+			       self->src_mr->lkey, (uintptr_t)self->dst + 4096,
+			       self->dst_mr->rkey, 0, IBV_SEND_SIGNALED, 2));
+	ASSERT_EQ(1, poll_n(self->cq, &wc, 1));
+	report_wc(_metadata, "send", &wc);
+	EXPECT_EQ(2, wc.wr_id);
+	EXPECT_EQ(0, memcmp(self->src, self->dst, 8192));
+	EXPECT_EQ(0, poll_none(self->cq));
+}
+
+/* A deregistered region's lkey fails like any bad key. */
+TEST_F(pair, deregistered_lkey)
+{
+	struct ibv_mr *mr = ibv_reg_mr(self->pd, self->src, 4096, IBV_ACCESS_LOCAL_WRITE);
+	uint32_t lkey;
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, mr);
+	lkey = mr->lkey;
+	ASSERT_EQ(0, ibv_dereg_mr(mr));
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 7));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_RDMA_WRITE, self->src, 4096, lkey,
+			       (uintptr_t)self->dst, self->dst_mr->rkey, 0, IBV_SEND_SIGNALED, 1));
+	ASSERT_EQ(1, poll_n(self->cq, &wc, 1));
+	report_wc(_metadata, "send", &wc);
+	EXPECT_EQ(IBV_WC_LOC_PROT_ERR, wc.status);
+	EXPECT_EQ(-1, first_not(self->dst, BUF, CANARY));
+}
+
+/* Bad arguments are refused at the call, nothing queued. */
+TEST_F(pair, bad_arguments)
+{
+	struct ibv_sge sge[8] = {};
+	struct ibv_send_wr wr = { .sg_list = sge, .num_sge = 8, .opcode = IBV_WR_SEND }, *bad;
+	struct ibv_qp_init_attr ia = {
+		.send_cq = self->cq, .recv_cq = self->cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 1u << 30, .max_recv_wr = 1, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	int r;
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE, 7));
+	r = ibv_post_send(self->a, &wr, &bad);
+	OUTCOME("too_many_sge=%d", r);
+	EXPECT_NE(0, r);
+	EXPECT_EQ(&wr, bad);
+	errno = 0;
+	EXPECT_EQ(NULL, ibv_create_qp(self->pd, &ia));
+	OUTCOME("huge_qp=%s", errno ? "refused" : "accepted");
+	EXPECT_EQ(NULL, ibv_reg_mr(self->pd, NULL, 4096, IBV_ACCESS_LOCAL_WRITE));
+	EXPECT_EQ(NULL, ibv_reg_mr(self->pd, self->src, BUF, IBV_ACCESS_REMOTE_WRITE));
+	OUTCOME("remote_write_without_local_write=refused");
+	EXPECT_EQ(0, poll_none(self->cq));
+}
+
+/* Posts @n SGEs of 1000 bytes each, 1 byte apart, as one request. */
+static int post_sges(struct ibv_qp *qp, enum ibv_wr_opcode op, unsigned char *base,
+		     uint32_t lkey, int n, uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge sge[4];
+	struct ibv_send_wr wr = {
+		.wr_id = 1, .sg_list = sge, .num_sge = n, .opcode = op,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = raddr, .rkey = rkey },
+	}, *bad;
+
+	for (int i = 0; i < n; i++)
+		sge[i] = (struct ibv_sge){ .addr = (uintptr_t)base + i * 1001,
+					   .length = 1000, .lkey = lkey };
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* A gather list of 3 pieces lands contiguously (RDMA WRITE). */
+TEST_F(pair, write_gathers_3_sges)
+{
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 7));
+	ASSERT_EQ(0, post_sges(self->a, IBV_WR_RDMA_WRITE, self->src + 5, self->src_mr->lkey,
+			       3, (uintptr_t)self->dst + 7, self->dst_mr->rkey));
+	ASSERT_EQ(1, poll_n(self->cq, &wc, 1));
+	report_wc(_metadata, "send", &wc);
+	EXPECT_EQ(3000, wc.byte_len);
+	for (int i = 0; i < 3; i++)
+		EXPECT_EQ(0, memcmp(self->src + 5 + i * 1001, self->dst + 7 + i * 1000, 1000));
+	EXPECT_EQ(-1, first_not(self->dst + 3007, 64, CANARY));
+	OUTCOME("memory=%s", memcmp(self->src + 5, self->dst + 7, 1000) ? "differs" : "copied");
+}
+
+/* An RDMA READ scatters into 3 pieces. */
+TEST_F(pair, read_scatters_3_sges)
+{
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, 7));
+	ASSERT_EQ(0, post_sges(self->a, IBV_WR_RDMA_READ, self->dst + 5, self->dst_mr->lkey,
+			       3, (uintptr_t)self->src + 7, self->src_mr->rkey));
+	ASSERT_EQ(1, poll_n(self->cq, &wc, 1));
+	report_wc(_metadata, "send", &wc);
+	EXPECT_EQ(3000, wc.byte_len);
+	for (int i = 0; i < 3; i++)
+		EXPECT_EQ(0, memcmp(self->src + 7 + i * 1000, self->dst + 5 + i * 1001, 1000));
+	EXPECT_EQ(CANARY, self->dst[5 + 1000]);
+}
+
+/* A SEND gathers 3 pieces into a receive of 2. */
+TEST_F(pair, send_gathers_into_2_recv_sges)
+{
+	struct ibv_sge rs[2] = {
+		{ .addr = (uintptr_t)self->dst, .length = 1500, .lkey = self->dst_mr->lkey },
+		{ .addr = (uintptr_t)self->dst + 4096, .length = 1500, .lkey = self->dst_mr->lkey },
+	};
+	struct ibv_recv_wr rwr = { .wr_id = 77, .sg_list = rs, .num_sge = 2 }, *rbad;
+	struct ibv_wc wc[2];
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE, 7));
+	ASSERT_EQ(0, ibv_post_recv(self->b, &rwr, &rbad));
+	ASSERT_EQ(0, post_sges(self->a, IBV_WR_SEND, self->src, self->src_mr->lkey, 3, 0, 0));
+	ASSERT_EQ(2, poll_n(self->cq, wc, 2));
+	for (int i = 0; i < 2; i++) {
+		report_wc(_metadata, wc[i].wr_id == 1 ? "send" : "recv", &wc[i]);
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status);
+		EXPECT_EQ(3000, wc[i].byte_len);
+	}
+	EXPECT_EQ(0, memcmp(self->src, self->dst, 1000));
+	EXPECT_EQ(0, memcmp(self->src + 1001, self->dst + 1000, 500));
+	EXPECT_EQ(0, memcmp(self->src + 1501, self->dst + 4096, 500));
+	EXPECT_EQ(0, memcmp(self->src + 2002, self->dst + 4596, 1000));
+	EXPECT_EQ(CANARY, self->dst[4096 + 1500]);
+}
+
+/* A zero-length SEND consumes a receive and reports 0 bytes. */
+TEST_F(pair, send_0B)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)self->src, .length = 0,
+			       .lkey = self->src_mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 0,
+				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_wc wc[2];
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE, 7));
+	ASSERT_EQ(0, post_recv(self->b, self->dst, 64, self->dst_mr->lkey, 77));
+	ASSERT_EQ(0, ibv_post_send(self->a, &wr, &bad));
+	ASSERT_EQ(2, poll_n(self->cq, wc, 2));
+	for (int i = 0; i < 2; i++) {
+		report_wc(_metadata, wc[i].wr_id == 1 ? "send" : "recv", &wc[i]);
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status);
+		EXPECT_EQ(0, wc[i].byte_len);
+	}
+	EXPECT_EQ(-1, first_not(self->dst, 64, CANARY));
+}
+
+/* Sixteen writes in flight complete in order, every one copied. */
+TEST_F(pair, sixteen_writes_in_order)
+{
+	struct ibv_wc wc[DEPTH];
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 7));
+	for (int i = 0; i < DEPTH; i++)
+		ASSERT_EQ(0, post_rdma(self->a, IBV_WR_RDMA_WRITE, self->src + i * 65536, 65536,
+				       self->src_mr->lkey, (uintptr_t)self->dst + i * 65536,
+				       self->dst_mr->rkey, 0, IBV_SEND_SIGNALED, 100 + i));
+	ASSERT_EQ(DEPTH, poll_n(self->cq, wc, DEPTH));
+	for (int i = 0; i < DEPTH; i++) {
+		EXPECT_EQ(100 + i, wc[i].wr_id);
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status);
+	}
+	OUTCOME("order=%s", wc[0].wr_id == 100 && wc[DEPTH - 1].wr_id == 100 + DEPTH - 1 ?
+		"kept" : "changed");
+	EXPECT_EQ(0, memcmp(self->src, self->dst, DEPTH * 65536));
+}
+
+/* What query_qp reports after connecting. */
+TEST_F(pair, query_after_connect)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, 7));
+	ASSERT_EQ(0, ibv_query_qp(self->b, &a, IBV_QP_STATE | IBV_QP_DEST_QPN |
+				  IBV_QP_ACCESS_FLAGS | IBV_QP_CAP | IBV_QP_RNR_RETRY, &ia));
+	EXPECT_EQ(IBV_QPS_RTS, a.qp_state);
+	EXPECT_EQ(self->a->qp_num, a.dest_qp_num);
+	EXPECT_EQ(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, a.qp_access_flags);
+	EXPECT_LE(DEPTH, a.cap.max_send_wr);
+	EXPECT_EQ(IBV_QPT_RC, ia.qp_type);
+	OUTCOME("state=%d access=%#x rnr_retry=%d", a.qp_state, a.qp_access_flags, a.rnr_retry);
+}
+
+TEST_HARNESS_MAIN
