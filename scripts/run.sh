@@ -10,8 +10,14 @@ need_root run
 t0=$(date +%s)
 rc=0
 selftests=$("$REPO/scripts/user-build.sh") || die "the uAPI example did not build"
+rdma=$("$REPO/scripts/rdma-user-build.sh") || die "the RDMA example did not build"
+mapfile -t files < <("$REPO/scripts/rdma-userland.sh")
+[ "${#files[@]}" -gt 0 ] || die "the RDMA user space did not build"
+extras=()
+for f in "${files[@]}"; do extras+=(-a "$f"); done
 run_emulated_guest run 2 900 "$REPO/scripts/guest/demo.sh" \
-	-a "$selftests/plx_dma_copy_example:/usr/local/bin/plx_dma_copy_example" >&2 || rc=$?
+	-a "$selftests/plx_dma_copy_example:/usr/local/bin/plx_dma_copy_example" \
+	-a "$rdma/plx_rdma_write:/usr/local/bin/plx_rdma_write" "${extras[@]}" >&2 || rc=$?
 echo
 echo "rust-plx-dma demo (console: build/results/run.console)"
 grep -vE '^(ok|not ok) ' "$REPO/build/results/run.guest.tap" || true

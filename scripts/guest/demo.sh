@@ -33,6 +33,17 @@ rc=0
 sed 's/^/   /' /tmp/example.out
 check "plx_dma_copy_example: 1 MiB, once and as a batch of 8, verified" test "$rc" -eq 0
 check "rmmod plx_dma_copy" rmmod plx_dma_copy
+echo "== RDMA on top: plx_rdma registers memory, connects QPs, and one RDMA WRITE"
+echo "   moves the bytes on a rust_plx_dma channel (lkey for the source, rkey for the target)"
+check "modprobe ib_uverbs" modprobe ib_uverbs
+check "modprobe plx_rdma" modprobe plx_rdma
+dmesg | grep 'plx_rdma:' | tail -n 1 | strip
+rc=0
+PATH=/usr/bin:$PATH /usr/local/bin/plx_rdma_write plx_rdma0 1048576 >/tmp/rdma.out 2>&1 || rc=$?
+sed 's/^/   /' /tmp/rdma.out
+check "plx_rdma_write: one 1 MiB RDMA WRITE, completed and verified" test "$rc" -eq 0
+sed 's/^/   plx_rdma: /' /sys/kernel/debug/plx_rdma/stats
+check "rmmod plx_rdma" rmmod plx_rdma
 echo "== per-channel statistics (debugfs)"
 for f in /sys/kernel/debug/rust_plx_dma-*/stats; do
 	echo "   ${f%/stats}:" | sed 's|/sys/kernel/debug/||'

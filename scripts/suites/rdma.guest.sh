@@ -45,6 +45,9 @@ after=$(stat engine_copies)
 check "the engine moved the pingpong data (engine_copies $before -> $after)" test "$after" -gt "$before"
 sed 's/^/# stats: /' "$STATS"
 
+# The example of `make run`: one RDMA WRITE, keys shown, target verified.
+check "plx_rdma_write: one 1 MiB RDMA WRITE through the shim, verified" plx_rdma_write plx_rdma0 1048576
+
 # perftest on plx_rdma0: server and client over the loopback fabric (the
 # out-of-band exchange on 127.0.0.1).
 perf_pair() {

@@ -20,19 +20,16 @@ else
 fi
 extras=()
 for f in "${files[@]}"; do extras+=(-a "$f"); done
-# The verbs kselftests, linked against the root's libibverbs (providers are
-# loaded at run time, so the program cannot be static).
-ksrc=$(ls -d "$PLX_CACHE"/src/linux-* | head -1)
-vout=$REPO/build/selftests/drivers/infiniband/plx_rdma
-mkdir -p "$vout"
-if in_root make -s -C "$REPO/tools/testing/selftests/drivers/infiniband/plx_rdma" \
-	KSFT_TOP="$ksrc/tools/testing/selftests" OUTPUT="$vout" EXTRA_CFLAGS=-Werror >&2; then
+# The verbs kselftests and the example, linked against the root's
+# libibverbs.
+if vout=$("$REPO/scripts/rdma-user-build.sh"); then
 	ok "the verbs kselftests build (kselftest_harness.h, lib.mk, libibverbs)"
 else
 	not_ok "the verbs kselftests build"
 	finish
 fi
 extras+=(-a "$vout/verbs_test:/usr/local/bin/verbs_test")
+extras+=(-a "$vout/plx_rdma_write:/usr/local/bin/plx_rdma_write")
 extras+=(-a "$REPO/scripts/guest/verbs_diff.sh:/guest/verbs_diff.sh")
 extras+=(-a "$REPO/tools/testing/selftests/drivers/infiniband/plx_rdma/rxe_divergences:/guest/rxe_divergences")
 rc=0

@@ -824,4 +824,47 @@ TEST_F(pair, query_after_connect)
 	OUTCOME("state=%d access=%#x rnr_retry=%d", a.qp_state, a.qp_access_flags, a.rnr_retry);
 }
 
+/*
+ * Deregistering the target while a 16 MiB WRITE into it runs: the
+ * deregistration succeeds (waiting for the request if it must) and the
+ * WRITE ends either copied or with a remote access error, never half
+ * reported.
+ */
+TEST_F(pair, dereg_target_while_writing)
+{
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 7));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_RDMA_WRITE, self->src, 16 << 20,
+			       self->src_mr->lkey, (uintptr_t)self->dst, self->dst_mr->rkey, 0,
+			       IBV_SEND_SIGNALED, 1));
+	EXPECT_EQ(0, ibv_dereg_mr(self->dst_mr));
+	self->dst_mr = NULL;
+	ASSERT_EQ(1, poll_n(self->cq, &wc, 1));
+	EXPECT_TRUE(wc.status == IBV_WC_SUCCESS || wc.status == IBV_WC_REM_ACCESS_ERR)
+		TH_LOG("%s", ibv_wc_status_str(wc.status));
+	if (wc.status == IBV_WC_SUCCESS)
+		EXPECT_EQ(0, memcmp(self->src, self->dst, 16 << 20));
+}
+
+/* Destroying a QP with requests queued and running returns at once and
+ * leaves the device usable. */
+TEST_F(pair, destroy_qp_with_requests_queued)
+{
+	struct ibv_wc wc[DEPTH];
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 7));
+	for (int i = 0; i < 8; i++)
+		ASSERT_EQ(0, post_rdma(self->a, IBV_WR_RDMA_WRITE, self->src, 1 << 20,
+				       self->src_mr->lkey, (uintptr_t)self->dst + i * (1 << 20),
+				       self->dst_mr->rkey, 0, IBV_SEND_SIGNALED, i));
+	EXPECT_EQ(0, ibv_destroy_qp(self->a));
+	self->a = make_qp(self, self->pd);
+	ASSERT_NE(NULL, self->a);
+	/* Whatever completed before the destroy is there to poll. */
+	while (ibv_poll_cq(self->cq, DEPTH, wc) > 0)
+		;
+	ASSERT_EQ(0, to_init(self->a, IBV_ACCESS_LOCAL_WRITE));
+}
+
 TEST_HARNESS_MAIN
