@@ -17,6 +17,7 @@ def main():
     per_run = defaultdict(float)  # (driver, size, rep) -> KB/s
     memcpy = defaultdict(list)    # size -> [(dma MB/s, cpu MB/s)]
     uapi = defaultdict(list)      # (driver, size) -> [(sync, batch, cpu MB/s)]
+    rdma = defaultdict(list)      # (device, tool) -> [MB/s, or usec for latency]
     rows = []
     for line in open(tap, encoding="utf-8", errors="replace"):
         f = line.split()
@@ -45,6 +46,12 @@ def main():
             rows.append({"kind": "uapi", "driver": drv, "size": size, "rep": rep, "copies": n,
                          "sync_mb_per_s": rate[0], "batch_mb_per_s": rate[1],
                          "cpu_mb_per_s": rate[2]})
+        elif f[1] == "rdma":
+            dev, tool, size, rep, value = f[2], f[3], int(f[4]), int(f[5]), float(f[6])
+            rdma[(dev, tool)].append(value)
+            rows.append({"kind": "rdma", "device": dev, "tool": tool, "size": size,
+                         "rep": rep, "value": value,
+                         "unit": "usec" if tool.endswith("_lat") else "MB/s"})
     for (drv, size, _), kbps in per_run.items():
         dmatest[(drv, size)].append(kbps / 1024)
     if not rows:
@@ -95,6 +102,18 @@ def main():
                       f" {rb / cb if cb else float('nan'):>7.2f} {rb / rs if rs else float('nan'):>11.2f}"
                       f" {rb / cpu if cpu else float('nan'):>10.3f}")
                 fh.write(f"{s} {cs} {cb} {rs} {rb} {cpu}\n")
+    if rdma:
+        print("\nperftest, plx_rdma (data moved by rust_plx_dma) vs rxe on lo (median):"
+              " bandwidth MB/s at 64 KiB, SEND latency usec at 64 B")
+        print(f"{'test':>12} {'plx_rdma':>10} {'rxe':>10} {'plx/rxe':>8}")
+        with open(f"{out}/rdma.dat", "w", encoding="utf-8") as fh:
+            for tool in ("ib_write_bw", "ib_read_bw", "ib_send_lat"):
+                p = rdma.get(("plx_rdma0", tool))
+                r = rdma.get(("rxe0", tool))
+                pm = statistics.median(p) if p else float("nan")
+                rm = statistics.median(r) if r else float("nan")
+                print(f"{tool:>12} {pm:>10.2f} {rm:>10.2f} {pm / rm if rm else float('nan'):>8.2f}")
+                fh.write(f"{tool} {pm} {rm}\n")
     return 0
 
 

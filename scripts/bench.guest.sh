@@ -2,8 +2,9 @@
 # Guest half of `make bench`: dmatest throughput of the C plx_dma and of
 # rust_plx_dma on the same emulated channels in one boot, and engine copies
 # against CPU copies through the Rust client, and user-buffer copies through
-# /dev/plx-dma-copy (one at a time, batched, and by the CPU) on each driver.
-# Emits "BENCH ..." lines.
+# /dev/plx-dma-copy (one at a time, batched, and by the CPU) on each driver,
+# and perftest on plx_rdma (data on a rust_plx_dma channel) against rxe (on
+# lo) in the same boot.  Emits "BENCH ..." lines.
 . /guest/lib.sh
 . /guest/dmatest.sh
 
@@ -54,5 +55,47 @@ for rep in $(seq "$REPS"); do
 		rmmod "$drv"
 	done
 done
+# perftest: bandwidth of RDMA WRITE and READ, and SEND latency, the shim
+# (its data moved by the engine) against rxe, alternating, REPS times.
+export PATH=/usr/bin:/usr/sbin:$PATH
+/usr/sbin/ip link set lo up
+perf_run() { # DEV TOOL ARGS...: one server/client pair on 127.0.0.1
+	dev=$1 tool=$2
+	shift 2
+	"$tool" -d "$dev" "$@" >/tmp/perf-s.log 2>&1 &
+	srv=$!
+	sleep 2
+	"$tool" -d "$dev" "$@" 127.0.0.1 >/tmp/perf-c.log 2>&1
+	crc=$?
+	wait "$srv"
+	[ "$crc" -eq 0 ] || sed "s/^/# $dev $tool: /" /tmp/perf-c.log
+	return "$crc"
+}
+if modprobe rust_plx_dma && modprobe ib_uverbs && modprobe plx_rdma && modprobe rdma_rxe &&
+	rdma link add rxe0 type rxe netdev lo; then
+	# rxe needs a RoCE GID: the IPv4-mapped one of 127.0.0.1.
+	gidx=$(grep -l 'ffff:7f00:0001' /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null |
+		head -n 1 | sed 's|.*/||')
+	for rep in $(seq "$REPS"); do
+		for dev in plx_rdma0 rxe0; do
+			g=""
+			[ "$dev" = rxe0 ] && g="-x $gidx"
+			for t in ib_write_bw ib_read_bw; do
+				# shellcheck disable=SC2086
+				perf_run "$dev" "$t" $g -s 65536 -n 400 &&
+					sed -n 's/^ *\(65536\) *\([0-9]*\) *[0-9.]* *\([0-9.]*\) .*/BENCH rdma '"$dev $t"' \1 '"$rep"' \3/p' /tmp/perf-c.log
+			done
+			# shellcheck disable=SC2086
+			perf_run "$dev" ib_send_lat $g -s 64 -n 400 -I 0 &&
+				awk '$1 == 64 && NF >= 6 { print "BENCH rdma '"$dev"' ib_send_lat 64 '"$rep"' " $6 }' /tmp/perf-c.log
+		done
+	done
+	sed 's/^/# plx_rdma /' /sys/kernel/debug/plx_rdma/stats
+	rdma link delete rxe0
+	rmmod rdma_rxe plx_rdma
+	rmmod rust_plx_dma
+else
+	not_ok "plx_rdma and rxe0 for the RDMA benchmarks"
+fi
 check "benchmarks ran" true
 finish
