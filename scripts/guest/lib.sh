@@ -32,3 +32,15 @@ load_refused() {
 		dmesg | grep -qF "$3" &&
 		! grep -q "^$1 " /proc/modules
 }
+
+# kselftest_points TAP: one test point per result of a kselftest run; a
+# skipped kselftest is a failure (every suite gives what its tests need).
+kselftest_points() {
+	while read -r line; do
+		case "$line" in
+		"ok "*"# SKIP"*) not_ok "kselftest skipped: ${line#ok }" ;;
+		"ok "*) ok "kselftest ${line#ok }" ;;
+		"not ok "*) not_ok "kselftest ${line#not ok }" ;;
+		esac
+	done <"$1"
+}

@@ -69,15 +69,6 @@ check "ib_read_bw completes on plx_rdma0" perf_pair ib_read_bw -s 65536 -n 200
 check "ib_send_lat completes on plx_rdma0" perf_pair ib_send_lat -s 64 -n 200 -I 0
 
 # The verbs kselftests on plx_rdma: every case checks its own outcome.
-kselftest_points() {
-	while read -r line; do
-		case "$line" in
-		"ok "*"# SKIP"*) not_ok "kselftest skipped: ${line#ok }" ;;
-		"ok "*) ok "kselftest ${line#ok }" ;;
-		"not ok "*) not_ok "kselftest ${line#not ok }" ;;
-		esac
-	done <"$1"
-}
 PLX_RDMA_DEV=plx_rdma0 verbs_test >/tmp/verbs-plx.tap 2>&1
 sed 's/^/# /' /tmp/verbs-plx.tap
 kselftest_points /tmp/verbs-plx.tap
