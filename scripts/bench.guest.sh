@@ -73,13 +73,16 @@ perf_run() { # DEV TOOL ARGS...: one server/client pair on 127.0.0.1
 }
 if modprobe rust_plx_dma && modprobe ib_uverbs && modprobe plx_rdma && modprobe rdma_rxe &&
 	rdma link add rxe0 type rxe netdev lo; then
-	# rxe needs a RoCE GID: the IPv4-mapped one of 127.0.0.1.
-	gidx=$(grep -l 'ffff:7f00:0001' /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null |
-		head -n 1 | sed 's|.*/||')
+	# Both ports are RoCE on lo: each uses its IPv4-mapped GID of
+	# 127.0.0.1, or else its first (link-local) one.
+	gid_index() {
+		i=$(grep -l 'ffff:7f00:0001' /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null |
+			head -n 1 | sed 's|.*/||')
+		echo "${i:-0}"
+	}
 	for rep in $(seq "$REPS"); do
 		for dev in plx_rdma0 rxe0; do
-			g=""
-			[ "$dev" = rxe0 ] && g="-x $gidx"
+			g="-x $(gid_index "$dev")"
 			for t in ib_write_bw ib_read_bw; do
 				# shellcheck disable=SC2086
 				perf_run "$dev" "$t" $g -s 65536 -n 400 &&

@@ -10,12 +10,19 @@
  * with flat, fixed-layout arguments (ib_device.h).  It holds no policy:
  * keys, protection, queues and the QP state machine live in Rust.
  *
- * The device is for user verbs only: objects created by kernel consumers
- * (no udata) are refused, and the port claims no MAD, CM or SA support, so
- * ib_core opens no special QPs on it.
+ * The port is RoCEv2 on a netdev: ib_core fills its GID table from the
+ * netdev's addresses, which is what rdma_cm resolves IP addresses to.
+ * Kernel consumers get objects too, because ib_core's MAD layer runs the
+ * GSI QP (QP1) that the connection manager talks through; they address
+ * memory by kernel virtual address with the local DMA lkey (the device
+ * uses virtual DMA: it has no DMA device of its own).
  */
 
+#include <linux/netdevice.h>
+#include <linux/rtnetlink.h>
 #include <linux/slab.h>
+#include <net/ip.h>
+#include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_mad.h>
 #include <rdma/uverbs_ioctl.h>
@@ -43,6 +50,12 @@ struct rust_ib_ops {
 };
 
 static_assert(sizeof(struct rust_ib_sge) == sizeof(struct ib_sge));
+static_assert(sizeof(union rdma_network_hdr) == RUST_IB_GRH_BYTES);
+
+/* GIDs per port: the netdev's addresses, each as a RoCEv2 GID. */
+#define RUST_IB_GID_TBL_LEN 16
+/* The key kernel consumers' SGEs carry (their addresses are virtual). */
+#define RUST_IB_LOCAL_DMA_LKEY 0
 static_assert(offsetof(struct rust_ib_sge, lkey) == offsetof(struct ib_sge, lkey));
 
 /* Completions handed out per poll_cq call, each with its own QP stub. */
@@ -53,6 +66,13 @@ struct rust_ib_dev {
 	const struct rust_ib_ops *ops;
 	void *ctx;
 	struct rust_ib_caps caps;
+	/*
+	 * The port's netdev, compared only (ib_core holds the reference);
+	 * cleared, and detached from the port, when it unregisters.  Both
+	 * under RTNL.
+	 */
+	struct net_device *ndev;
+	struct notifier_block nb;
 };
 
 struct rust_ib_ucontext {
@@ -88,6 +108,18 @@ struct rust_ib_qp {
 struct rust_ib_mr {
 	struct ib_mr ibmr;
 	void *priv;
+};
+
+/* An address handle: where a datagram goes, resolved when it is created. */
+struct rust_ib_ah {
+	struct ib_ah ibah;
+	union ib_gid sgid;
+	union ib_gid dgid;
+	u32 flow_label;
+	u8 hop_limit;
+	u8 traffic_class;
+	u32 net_type;		/* enum rdma_network_type of the source GID */
+	bool local;		/* dgid is a GID of this port */
 };
 
 static struct rust_ib_dev *to_rdev(struct ib_device *ibdev)
@@ -137,25 +169,33 @@ static int rib_query_device(struct ib_device *ibdev, struct ib_device_attr *a,
 	a->atomic_cap = IB_ATOMIC_NONE;
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 15;
+	a->max_ah = c->max_qp * 64;
+	a->kernel_cap_flags = IBK_LOCAL_DMA_LKEY;
 	return 0;
 }
 
 static int rib_query_port(struct ib_device *ibdev, u32 port,
 			  struct ib_port_attr *a)
 {
+	struct net_device *ndev;
+	bool up;
+
 	if (port != 1)
 		return -EINVAL;
+	/* The port is up while its netdev is (it carries the GIDs). */
+	ndev = ib_device_get_netdev(ibdev, port);
+	up = ndev && netif_running(ndev) && netif_carrier_ok(ndev);
+	dev_put(ndev);
 	/* ib_query_port() cleared *a. */
-	a->state = IB_PORT_ACTIVE;
-	a->phys_state = IB_PORT_PHYS_STATE_LINK_UP;
+	a->state = up ? IB_PORT_ACTIVE : IB_PORT_DOWN;
+	a->phys_state = up ? IB_PORT_PHYS_STATE_LINK_UP :
+			     IB_PORT_PHYS_STATE_DISABLED;
 	a->max_mtu = IB_MTU_4096;
 	a->active_mtu = IB_MTU_4096;
-	a->gid_tbl_len = 1;
+	a->gid_tbl_len = RUST_IB_GID_TBL_LEN;
 	a->pkey_tbl_len = 1;
 	a->max_msg_sz = 1U << 31;
-	/* The loopback fabric has one port, LID 1, and no subnet manager. */
-	a->lid = 1;
-	a->sm_lid = 1;
+	a->port_cap_flags = IB_PORT_CM_SUP;
 	a->max_vl_num = 1;
 	a->active_width = IB_WIDTH_4X;
 	a->active_speed = IB_SPEED_EDR;
@@ -168,16 +208,16 @@ static int rib_get_port_immutable(struct ib_device *ibdev, u32 port,
 	if (port != 1)
 		return -EINVAL;
 	im->pkey_tbl_len = 1;
-	im->gid_tbl_len = 1;
-	/* InfiniBand transport; no MAD, SMI, CM or SA: nothing to manage. */
-	im->core_cap_flags = RDMA_CORE_CAP_PROT_IB;
-	im->max_mad_size = 0;
+	im->gid_tbl_len = RUST_IB_GID_TBL_LEN;
+	/* RoCEv2: GIDs from the netdev, MADs on QP1 for the CM. */
+	im->core_cap_flags = RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+	im->max_mad_size = IB_MGMT_MAD_SIZE;
 	return 0;
 }
 
 static enum rdma_link_layer rib_get_link_layer(struct ib_device *ibdev, u32 port)
 {
-	return IB_LINK_LAYER_INFINIBAND;
+	return IB_LINK_LAYER_ETHERNET;
 }
 
 static int rib_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey)
@@ -188,14 +228,19 @@ static int rib_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pke
 	return 0;
 }
 
-static int rib_query_gid(struct ib_device *ibdev, u32 port, int index,
-			 union ib_gid *gid)
+/* Whether @gid is one of the port's GIDs (of the type of @like). */
+static bool rib_gid_is_local(struct ib_device *ibdev, const union ib_gid *gid,
+			     const struct ib_gid_attr *like)
 {
-	if (port != 1 || index)
-		return -EINVAL;
-	gid->global.subnet_prefix = cpu_to_be64(0xfe80000000000000ULL);
-	gid->global.interface_id = ibdev->node_guid;
-	return 0;
+	const struct ib_gid_attr *found;
+
+	if (!like)
+		return false;
+	found = rdma_find_gid_by_port(ibdev, gid, like->gid_type, 1, NULL);
+	if (IS_ERR(found))
+		return false;
+	rdma_put_gid_attr(found);
+	return true;
 }
 
 static int rib_alloc_ucontext(struct ib_ucontext *uc, struct ib_udata *udata)
@@ -217,8 +262,6 @@ static int rib_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
 	struct rust_ib_pd *pd = container_of(ibpd, struct rust_ib_pd, ibpd);
 
-	if (!udata)
-		return -EOPNOTSUPP;
 	return ops_of(ibpd->device)->alloc_pd(ctx_of(ibpd->device), &pd->priv);
 }
 
@@ -234,11 +277,8 @@ static int rib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 			 struct uverbs_attr_bundle *attrs)
 {
 	struct rust_ib_cq *cq = container_of(ibcq, struct rust_ib_cq, ibcq);
-	struct ib_udata *udata = attrs ? &attrs->driver_udata : NULL;
 	int i, ret;
 
-	if (!udata)
-		return -EOPNOTSUPP;
 	if (attr->flags)
 		return -EOPNOTSUPP;
 	spin_lock_init(&cq->stub_lock);
@@ -282,11 +322,16 @@ static int rib_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
 		wc[i].status = w[i].status;
 		wc[i].opcode = w[i].opcode;
 		wc[i].byte_len = w[i].byte_len;
-		wc[i].qp = stub;
+		/*
+		 * A kernel consumer (the MAD layer) owns its QPs and destroys
+		 * them only after its last poll: it gets the QP itself.
+		 */
+		wc[i].qp = rdma_is_kernel_res(&ibcq->res) ?
+			(struct ib_qp *)(uintptr_t)w[i].qp_handle : stub;
 		wc[i].ex.imm_data = (__force __be32)w[i].imm_data;
 		wc[i].src_qp = w[i].src_qp;
 		wc[i].wc_flags = w[i].wc_flags;
-		wc[i].slid = 1;
+		wc[i].network_hdr_type = w[i].network_hdr_type;
 		wc[i].port_num = 1;
 	}
 	return got;
@@ -327,11 +372,35 @@ static struct ib_mr *rib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	return &mr->ibmr;
 }
 
+/*
+ * The DMA MR of a kernel PD: the local DMA lkey, with which kernel
+ * consumers name their (virtual) addresses.  ib_core wants the verb from
+ * every device kernel clients (MAD, CM, rdma_cm) may use.  No remote
+ * access: a global rkey would open all of kernel memory.
+ */
+static struct ib_mr *rib_get_dma_mr(struct ib_pd *ibpd, int access)
+{
+	struct rust_ib_mr *mr;
+
+	if (access & ~IB_ACCESS_LOCAL_WRITE)
+		return ERR_PTR(-EOPNOTSUPP);
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->ibmr.lkey = RUST_IB_LOCAL_DMA_LKEY;
+	return &mr->ibmr;
+}
+
 static int rib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct rust_ib_mr *mr = container_of(ibmr, struct rust_ib_mr, ibmr);
 	int ret;
 
+	/* A DMA MR has no driver state. */
+	if (!mr->priv) {
+		kfree(mr);
+		return 0;
+	}
 	ret = ops_of(ibmr->device)->dereg_mr(ctx_of(ibmr->device), mr->priv);
 	if (ret)
 		return ret;
@@ -359,13 +428,13 @@ static int rib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *ia,
 		.max_inline_data = ia->cap.max_inline_data,
 		.has_srq = !!ia->srq,
 		.create_flags = ia->create_flags,
+		.kernel = !udata,
+		.handle = (uintptr_t)ibqp,
 	};
 	u32 qpn = 0;
 	int ret;
 
-	if (!udata)
-		return -EOPNOTSUPP;
-	if (udata->inlen || udata->outlen)
+	if (udata && (udata->inlen || udata->outlen))
 		return -EINVAL;
 	ret = ops_of(ibqp->device)->create_qp(ctx_of(ibqp->device), pd->priv,
 					      cq_priv(ia->send_cq),
@@ -415,8 +484,21 @@ static int rib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	a.max_send_sge = attr->cap.max_send_sge;
 	a.max_recv_sge = attr->cap.max_recv_sge;
 	a.max_inline_data = attr->cap.max_inline_data;
-	if (mask & IB_QP_AV)
-		a.dlid = rdma_ah_get_dlid(&attr->ah_attr);
+	if (mask & IB_QP_AV) {
+		const struct ib_global_route *grh;
+
+		/* ib_core checked the AV against the port (RoCE: a GRH). */
+		if (!(rdma_ah_get_ah_flags(&attr->ah_attr) & IB_AH_GRH))
+			return -EINVAL;
+		grh = rdma_ah_read_grh(&attr->ah_attr);
+		memcpy(a.dgid, grh->dgid.raw, sizeof(a.dgid));
+		a.sgid_index = grh->sgid_index;
+		a.flow_label = grh->flow_label;
+		a.hop_limit = grh->hop_limit;
+		a.traffic_class = grh->traffic_class;
+		a.dest_local = rib_gid_is_local(ibqp->device, &grh->dgid,
+						grh->sgid_attr);
+	}
 	return ops_of(ibqp->device)->modify_qp(qp->priv, &a, mask);
 }
 
@@ -451,9 +533,10 @@ static int rib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	attr->cap.max_send_sge = a.max_send_sge;
 	attr->cap.max_recv_sge = a.max_recv_sge;
 	attr->cap.max_inline_data = a.max_inline_data;
-	attr->ah_attr.type = RDMA_AH_ATTR_TYPE_IB;
-	rdma_ah_set_dlid(&attr->ah_attr, a.dlid);
+	attr->ah_attr.type = RDMA_AH_ATTR_TYPE_ROCE;
 	rdma_ah_set_port_num(&attr->ah_attr, 1);
+	rdma_ah_set_grh(&attr->ah_attr, (union ib_gid *)a.dgid, a.flow_label,
+			a.sgid_index, a.hop_limit, a.traffic_class);
 	init->qp_type = ibqp->qp_type;
 	init->send_cq = ibqp->send_cq;
 	init->recv_cq = ibqp->recv_cq;
@@ -470,11 +553,81 @@ static int rib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	return ops_of(ibqp->device)->destroy_qp(ctx_of(ibqp->device), qp->priv);
 }
 
+static int rib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
+			 struct ib_udata *udata)
+{
+	struct rust_ib_ah *ah = container_of(ibah, struct rust_ib_ah, ibah);
+	const struct rdma_ah_attr *attr = init->ah_attr;
+	const struct ib_global_route *grh;
+
+	/* RoCE addresses by GID: rdma_fill_sgid_attr() resolved the source. */
+	if (attr->type != RDMA_AH_ATTR_TYPE_ROCE ||
+	    !(rdma_ah_get_ah_flags(attr) & IB_AH_GRH))
+		return -EINVAL;
+	grh = rdma_ah_read_grh(attr);
+	if (!grh->sgid_attr)
+		return -EINVAL;
+	ah->sgid = grh->sgid_attr->gid;
+	ah->dgid = grh->dgid;
+	ah->flow_label = grh->flow_label;
+	ah->hop_limit = grh->hop_limit;
+	ah->traffic_class = grh->traffic_class;
+	ah->net_type = rdma_gid_attr_network_type(grh->sgid_attr);
+	ah->local = rib_gid_is_local(ibah->device, &grh->dgid, grh->sgid_attr);
+	return 0;
+}
+
+static int rib_destroy_ah(struct ib_ah *ibah, u32 flags)
+{
+	return 0;
+}
+
+/*
+ * The network header of a RoCEv2 datagram of @len payload bytes from @ah's
+ * source to its destination, as the receiver finds it in front of the
+ * payload: an IPv4 header in the last 20 bytes, or an IPv6 one (a GRH).
+ * The lengths count what the wire would carry: UDP, BTH, DETH and ICRC.
+ */
+static void rib_ud_header(const struct rust_ib_ah *ah, u32 len,
+			  struct rust_ib_ud_dest *d)
+{
+	union rdma_network_hdr *h = (union rdma_network_hdr *)d->header;
+	u32 transport = sizeof(struct udphdr) + 12 + 8 + len + 4;
+
+	memset(h, 0, sizeof(*h));
+	d->net_type = ah->net_type;
+	if (ah->net_type == RDMA_NETWORK_IPV4) {
+		struct iphdr *ip = &h->roce4grh;
+
+		ip->version = 4;
+		ip->ihl = 5;
+		ip->tos = ah->traffic_class;
+		ip->tot_len = htons(sizeof(*ip) + transport);
+		ip->ttl = ah->hop_limit;
+		ip->protocol = IPPROTO_UDP;
+		memcpy(&ip->saddr, &ah->sgid.raw[12], sizeof(ip->saddr));
+		memcpy(&ip->daddr, &ah->dgid.raw[12], sizeof(ip->daddr));
+		ip->check = ip_fast_csum((u8 *)ip, ip->ihl);
+	} else {
+		struct ib_grh *g = &h->ibgrh;
+
+		g->version_tclass_flow = cpu_to_be32(6U << 28 |
+			(u32)ah->traffic_class << 20 | (ah->flow_label & 0xfffff));
+		g->paylen = cpu_to_be16(transport);
+		g->next_hdr = IPPROTO_UDP;
+		g->hop_limit = ah->hop_limit;
+		g->sgid = ah->sgid;
+		g->dgid = ah->dgid;
+	}
+}
+
 static int rib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			 const struct ib_send_wr **bad)
 {
 	struct rust_ib_qp *qp = container_of(ibqp, struct rust_ib_qp, ibqp);
 	const struct rust_ib_ops *ops = ops_of(ibqp->device);
+	bool datagram = ibqp->qp_type == IB_QPT_GSI ||
+			ibqp->qp_type == IB_QPT_UD;
 	int ret = 0;
 
 	for (; wr; wr = wr->next) {
@@ -485,10 +638,31 @@ static int rib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			.opcode = wr->opcode,
 			.send_flags = wr->send_flags,
 			.imm_data = (__force u32)wr->ex.imm_data,
+			.kernel = rdma_is_kernel_res(&ibqp->res),
 		};
 
 		if (wr->num_sge < 0) {
 			ret = -EINVAL;
+		} else if (datagram) {
+			const struct ib_ud_wr *ud = ud_wr(wr);
+			u32 len = 0;
+			int i;
+
+			if (!ud->ah) {
+				ret = -EINVAL;
+			} else {
+				for (i = 0; i < wr->num_sge; i++)
+					len += wr->sg_list[i].length;
+				w.has_ud = 1;
+				w.ud.remote_qpn = ud->remote_qpn;
+				w.ud.remote_qkey = ud->remote_qkey;
+				w.ud.local = container_of(ud->ah, struct rust_ib_ah,
+							  ibah)->local;
+				rib_ud_header(container_of(ud->ah,
+							   struct rust_ib_ah,
+							   ibah), len, &w.ud);
+				ret = ops->post_send(qp->priv, &w);
+			}
 		} else {
 			/* Only RDMA opcodes come in an ib_rdma_wr. */
 			switch (wr->opcode) {
@@ -523,6 +697,7 @@ static int rib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 			.wr_id = wr->wr_id,
 			.sg_list = (const struct rust_ib_sge *)wr->sg_list,
 			.num_sge = wr->num_sge < 0 ? 0 : wr->num_sge,
+			.kernel = rdma_is_kernel_res(&ibqp->res),
 		};
 
 		ret = wr->num_sge < 0 ? -EINVAL : ops->post_recv(qp->priv, &w);
@@ -541,14 +716,17 @@ static const struct ib_device_ops rust_ib_dev_ops = {
 
 	.alloc_pd = rib_alloc_pd,
 	.alloc_ucontext = rib_alloc_ucontext,
+	.create_ah = rib_create_ah,
 	.create_cq = rib_create_cq,
 	.create_qp = rib_create_qp,
 	.dealloc_pd = rib_dealloc_pd,
 	.dealloc_ucontext = rib_dealloc_ucontext,
 	.dereg_mr = rib_dereg_mr,
+	.destroy_ah = rib_destroy_ah,
 	.destroy_cq = rib_destroy_cq,
 	.destroy_qp = rib_destroy_qp,
 	.disassociate_ucontext = rib_disassociate_ucontext,
+	.get_dma_mr = rib_get_dma_mr,
 	.get_link_layer = rib_get_link_layer,
 	.get_port_immutable = rib_get_port_immutable,
 	.modify_qp = rib_modify_qp,
@@ -556,13 +734,13 @@ static const struct ib_device_ops rust_ib_dev_ops = {
 	.post_recv = rib_post_recv,
 	.post_send = rib_post_send,
 	.query_device = rib_query_device,
-	.query_gid = rib_query_gid,
 	.query_pkey = rib_query_pkey,
 	.query_port = rib_query_port,
 	.query_qp = rib_query_qp,
 	.reg_user_mr = rib_reg_user_mr,
 	.req_notify_cq = rib_req_notify_cq,
 
+	INIT_RDMA_OBJ_SIZE(ib_ah, rust_ib_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, rust_ib_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, rust_ib_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, rust_ib_qp, ibqp),
@@ -591,6 +769,7 @@ struct ib_device *rust_ib_device_alloc(const struct rust_ib_ops *ops,
 	ibdev->phys_port_cnt = 1;
 	ibdev->num_comp_vectors = 1;
 	ibdev->node_guid = cpu_to_be64(caps->node_guid);
+	ibdev->local_dma_lkey = RUST_IB_LOCAL_DMA_LKEY;
 	/* Posting and polling go through the kernel (no mmap'ed queues). */
 	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POLL_CQ) |
 				  BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
@@ -600,20 +779,64 @@ struct ib_device *rust_ib_device_alloc(const struct rust_ib_ops *ops,
 	return ibdev;
 }
 
-/* Registers @ibdev as @name (a printf pattern such as "plx_rdma%d"). */
-int rust_ib_device_register(struct ib_device *ibdev, const char *name)
+/*
+ * ib_core holds the port's netdev and must let it go when it unregisters
+ * (ib_device_set_netdev()); the port then has no GIDs and is down.
+ */
+static int rib_netdev_event(struct notifier_block *nb, unsigned long event,
+			    void *ptr)
 {
-	/* Software device: ib_core uses virtual DMA for kernel consumers. */
-	return ib_register_device(ibdev, name, NULL);
+	struct rust_ib_dev *rdev = container_of(nb, struct rust_ib_dev, nb);
+	struct net_device *ndev = netdev_notifier_info_to_dev(ptr);
+
+	ASSERT_RTNL();
+	if (event != NETDEV_UNREGISTER || ndev != rdev->ndev)
+		return NOTIFY_DONE;
+	ib_device_set_netdev(&rdev->ibdev, NULL, 1);
+	rdev->ndev = NULL;
+	dev_info(&rdev->ibdev.dev, "netdev %s unregistered: port 1 is down\n",
+		 ndev->name);
+	return NOTIFY_DONE;
 }
 
 /*
- * Unregisters @ibdev: every user object is destroyed (through the ops)
- * before this returns, and no op is called afterwards.
+ * Registers @ibdev as @name (a printf pattern such as "plx_rdma%d"), its
+ * port on the netdev of index @ifindex: -ENODEV if there is none.
+ */
+int rust_ib_device_register(struct ib_device *ibdev, const char *name,
+			    int ifindex)
+{
+	struct rust_ib_dev *rdev = to_rdev(ibdev);
+	struct net_device *ndev;
+	int ret;
+
+	/* First the notifier, so that no unregistration goes unseen. */
+	rdev->nb.notifier_call = rib_netdev_event;
+	ret = register_netdevice_notifier(&rdev->nb);
+	if (ret)
+		return ret;
+	rtnl_lock();
+	ndev = __dev_get_by_index(&init_net, ifindex);
+	ret = ndev ? ib_device_set_netdev(ibdev, ndev, 1) : -ENODEV;
+	if (!ret)
+		rdev->ndev = ndev;
+	rtnl_unlock();
+	/* Software device: ib_core uses virtual DMA for kernel consumers. */
+	if (!ret)
+		ret = ib_register_device(ibdev, name, NULL);
+	if (ret)
+		unregister_netdevice_notifier(&rdev->nb);
+	return ret;
+}
+
+/*
+ * Unregisters @ibdev: every object is destroyed (through the ops) before
+ * this returns, and no op is called afterwards.
  */
 void rust_ib_device_unregister(struct ib_device *ibdev)
 {
 	ib_unregister_device(ibdev);
+	unregister_netdevice_notifier(&to_rdev(ibdev)->nb);
 }
 
 void rust_ib_device_dealloc(struct ib_device *ibdev)

@@ -20,7 +20,25 @@ struct rust_ib_sge {
 	u32 lkey;
 };
 
-/* A send work request (struct ib_send_wr and, for RDMA, ib_rdma_wr). */
+/* Bytes of the network header a datagram receive starts with. */
+#define RUST_IB_GRH_BYTES 40
+
+/*
+ * Where a datagram goes (struct ib_ud_wr with its address handle): the
+ * destination QP and Q_Key, whether the destination GID is one of this
+ * port's (the loopback fabric reaches nothing else), and the network
+ * header the receiver finds in front of the payload (a GRH, or an IPv4
+ * header in its last 20 bytes; enum rdma_network_type says which).
+ */
+struct rust_ib_ud_dest {
+	u32 remote_qpn;
+	u32 remote_qkey;
+	u32 local;
+	u32 net_type;
+	u8 header[RUST_IB_GRH_BYTES];
+};
+
+/* A send work request (struct ib_send_wr and ib_rdma_wr or ib_ud_wr). */
 struct rust_ib_send_wr {
 	u64 wr_id;
 	const struct rust_ib_sge *sg_list;
@@ -30,7 +48,9 @@ struct rust_ib_send_wr {
 	u32 imm_data;		/* big endian, as posted */
 	u64 remote_addr;
 	u32 rkey;
-	u32 reserved;
+	u32 kernel;		/* posted by a kernel consumer: virtual addresses */
+	u32 has_ud;		/* a datagram QP's request: ud is set */
+	struct rust_ib_ud_dest ud;
 };
 
 /* A receive work request. */
@@ -38,7 +58,7 @@ struct rust_ib_recv_wr {
 	u64 wr_id;
 	const struct rust_ib_sge *sg_list;
 	u32 num_sge;
-	u32 reserved;
+	u32 kernel;		/* posted by a kernel consumer: virtual addresses */
 };
 
 /* A work completion, as the driver keeps it. */
@@ -51,7 +71,8 @@ struct rust_ib_wc {
 	u32 qp_num;
 	u32 src_qp;
 	u32 wc_flags;		/* enum ib_wc_flags */
-	u32 reserved;
+	u32 network_hdr_type;	/* enum rdma_network_type, with IB_WC_WITH_NETWORK_HDR_TYPE */
+	u64 qp_handle;		/* the QP's handle from create_qp */
 };
 
 /* What create_qp asks for (struct ib_qp_init_attr, flattened). */
@@ -65,10 +86,11 @@ struct rust_ib_qp_init {
 	u32 max_inline_data;
 	u32 has_srq;
 	u32 create_flags;
-	u32 reserved;
+	u32 kernel;		/* created by a kernel consumer (no udata) */
+	u64 handle;		/* the struct ib_qp, for the QP's completions */
 };
 
-/* struct ib_qp_attr, flattened: the fields an RC QP uses. */
+/* struct ib_qp_attr, flattened: the fields an RC or GSI QP uses. */
 struct rust_ib_qp_attr {
 	u32 qp_state;
 	u32 cur_qp_state;
@@ -86,7 +108,13 @@ struct rust_ib_qp_attr {
 	u32 min_rnr_timer;
 	u32 max_rd_atomic;
 	u32 max_dest_rd_atomic;
-	u32 dlid;
+	/* The address vector (RoCE: a GRH; IB_QP_AV). */
+	u8 dgid[16];
+	u32 sgid_index;
+	u32 flow_label;
+	u32 hop_limit;
+	u32 traffic_class;
+	u32 dest_local;		/* dgid is one of this port's GIDs */
 	u32 sq_draining;
 	/* Capabilities, as created (query) or asked for (IB_QP_CAP). */
 	u32 max_send_wr;
@@ -118,7 +146,8 @@ struct rust_ib_ops;
 struct ib_device *rust_ib_device_alloc(const struct rust_ib_ops *ops,
 				       void *ctx,
 				       const struct rust_ib_caps *caps);
-int rust_ib_device_register(struct ib_device *ibdev, const char *name);
+int rust_ib_device_register(struct ib_device *ibdev, const char *name,
+			    int ifindex);
 void rust_ib_device_unregister(struct ib_device *ibdev);
 void rust_ib_device_dealloc(struct ib_device *ibdev);
 const char *rust_ib_device_name(struct ib_device *ibdev);

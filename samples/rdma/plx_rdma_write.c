@@ -10,6 +10,7 @@
  *
  * Exit status 0 when the target holds the source's bytes.
  */
+#include <endian.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,7 +26,13 @@ static int die(const char *what)
 	return 1;
 }
 
-static int connect_qp(struct ibv_qp *qp, uint32_t dest, uint16_t lid)
+/*
+ * Connects @qp to QP @dest on this port.  The port is RoCE: the address
+ * is a GID (index 0, the link-local one), and an InfiniBand port would
+ * take the LID instead.
+ */
+static int connect_qp(struct ibv_qp *qp, uint32_t dest,
+		      const struct ibv_port_attr *port, const union ibv_gid *gid)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT, .port_num = 1,
@@ -41,8 +48,15 @@ static int connect_qp(struct ibv_qp *qp, uint32_t dest, uint16_t lid)
 	a.dest_qp_num = dest;
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 1;
-	a.ah_attr.dlid = lid;
 	a.ah_attr.port_num = 1;
+	if (port->link_layer == IBV_LINK_LAYER_ETHERNET) {
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.dgid = *gid;
+		a.ah_attr.grh.sgid_index = 0;
+		a.ah_attr.grh.hop_limit = 1;
+	} else {
+		a.ah_attr.dlid = port->lid;
+	}
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
@@ -70,6 +84,8 @@ int main(int argc, char **argv)
 			 .max_recv_sge = 1 },
 	};
 	struct ibv_port_attr port;
+	union ibv_gid gid;
+	char gid_text[64];
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
 	struct ibv_mr *src_mr, *dst_mr;
@@ -85,7 +101,7 @@ int main(int argc, char **argv)
 			ctx = ibv_open_device(list[i]);
 	if (!ctx)
 		return die(name);
-	if (!len || ibv_query_port(ctx, 1, &port))
+	if (!len || ibv_query_port(ctx, 1, &port) || ibv_query_gid(ctx, 1, 0, &gid))
 		return die("query_port");
 	src = malloc(len);
 	dst = calloc(1, len);
@@ -104,9 +120,12 @@ int main(int argc, char **argv)
 	b = ibv_create_qp(pd, &ia);
 	if (!a || !b)
 		return die("ibv_create_qp");
-	if (connect_qp(a, b->qp_num, port.lid) || connect_qp(b, a->qp_num, port.lid))
+	if (connect_qp(a, b->qp_num, &port, &gid) || connect_qp(b, a->qp_num, &port, &gid))
 		return die("ibv_modify_qp");
-	printf("device %s, port 1 LID %u, protection domain %p\n", name, port.lid, (void *)pd);
+	snprintf(gid_text, sizeof(gid_text), "%016llx:%016llx",
+		 (unsigned long long)be64toh(gid.global.subnet_prefix),
+		 (unsigned long long)be64toh(gid.global.interface_id));
+	printf("device %s, port 1 GID[0] %s, protection domain %p\n", name, gid_text, (void *)pd);
 	printf("source MR      %p..+%zu  lkey 0x%08x (no remote access: rkey 0x%08x)\n",
 	       (void *)src, len, src_mr->lkey, src_mr->rkey);
 	printf("target MR      %p..+%zu  lkey 0x%08x  rkey 0x%08x (remote write)\n",

@@ -9,11 +9,38 @@ STATS=/sys/kernel/debug/plx_rdma/stats
 stat() { sed -n "s/^$1: //p" "$STATS"; }
 
 /usr/sbin/ip link set lo up
+# plx_rdma0's port is RoCEv2 on dummy0: ib_core turns dummy0's addresses
+# into the port's GIDs, and rdma_cm resolves 10.77.0.1 to it.
+IP=10.77.0.1
+/usr/sbin/ip link show dummy0 >/dev/null 2>&1 || /usr/sbin/ip link add dummy0 type dummy
+/usr/sbin/ip addr add "$IP/24" dev dummy0
+/usr/sbin/ip link set dummy0 up
+IFINDEX=$(cat /sys/class/net/dummy0/ifindex)
+# The GID of an IPv4 address, as sysfs shows it (::ffff:a.b.c.d).
+ipv4_gid() {
+	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' $(echo "$1" | tr . ' ')
+}
+# has_gid DEV GID: the port's table holds GID (ib_core adds it from a work
+# item, so allow it a moment).
+has_gid() {
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		cat /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null | grep -qx "$2" && return 0
+		sleep 0.5
+	done
+	return 1
+}
 check "modprobe rust_plx_dma" modprobe rust_plx_dma
 # uverbs (/dev/infiniband/uverbsN) is what rdma-core's udev rules load.
 check "modprobe ib_uverbs" modprobe ib_uverbs
-check "modprobe plx_rdma" modprobe plx_rdma
+check "modprobe plx_rdma with no such netdev fails (ENODEV), nothing registered" \
+	sh -c '! modprobe plx_rdma ifindex=999 && ! test -e /sys/class/infiniband/plx_rdma0 && ! grep -q "^plx_rdma " /proc/modules'
+check "modprobe plx_rdma ifindex=$IFINDEX (dummy0)" modprobe plx_rdma ifindex="$IFINDEX"
 check "plx_rdma0 is an ib_core device" test -d /sys/class/infiniband/plx_rdma0
+check "plx_rdma0/1 is RoCE on dummy0 (link layer Ethernet)" \
+	grep -qx Ethernet /sys/class/infiniband/plx_rdma0/ports/1/link_layer
+check "plx_rdma0/1 has the RoCEv2 GID of $IP" has_gid plx_rdma0 "$(ipv4_gid "$IP")"
+check "plx_rdma0/1 GID of $IP is RoCE v2" sh -c \
+	'for g in /sys/class/infiniband/plx_rdma0/ports/1/gids/*; do grep -qx "$0" "$g" || continue; grep -qx "RoCE v2" /sys/class/infiniband/plx_rdma0/ports/1/gid_attrs/types/${g##*/} && exit 0; done; exit 1' "$(ipv4_gid "$IP")"
 check "plx_rdma0 moves data with a rust_plx_dma channel" sh -c "grep -q '^data_path: dma[0-9]*chan0' $STATS"
 rdma link show >/tmp/rdma-link.out 2>&1
 sed 's/^/# rdma link: /' /tmp/rdma-link.out
@@ -26,10 +53,10 @@ check "ibv_devinfo opens plx_rdma0 through its provider (PORT_ACTIVE)" grep -q '
 # buffer checked (--chk), for several sizes.
 pingpong() {
 	size=$1 n=$2
-	ibv_rc_pingpong -d plx_rdma0 -s "$size" -n "$n" -c >/tmp/pp-server.log 2>&1 &
+	ibv_rc_pingpong -d plx_rdma0 -g 0 -s "$size" -n "$n" -c >/tmp/pp-server.log 2>&1 &
 	srv=$!
 	sleep 1
-	ibv_rc_pingpong -d plx_rdma0 -s "$size" -n "$n" -c 127.0.0.1 >/tmp/pp-client.log 2>&1
+	ibv_rc_pingpong -d plx_rdma0 -g 0 -s "$size" -n "$n" -c 127.0.0.1 >/tmp/pp-client.log 2>&1
 	crc=$?
 	wait "$srv"
 	src=$?
@@ -53,10 +80,10 @@ check "plx_rdma_write: one 1 MiB RDMA WRITE through the shim, verified" plx_rdma
 perf_pair() {
 	tool=$1
 	shift
-	"$tool" -d plx_rdma0 "$@" >/tmp/perf-server.log 2>&1 &
+	"$tool" -d plx_rdma0 -x 0 "$@" >/tmp/perf-server.log 2>&1 &
 	srv=$!
 	sleep 2
-	"$tool" -d plx_rdma0 "$@" 127.0.0.1 >/tmp/perf-client.log 2>&1
+	"$tool" -d plx_rdma0 -x 0 "$@" 127.0.0.1 >/tmp/perf-client.log 2>&1
 	crc=$?
 	wait "$srv"
 	src=$?
@@ -68,12 +95,43 @@ check "ib_write_bw completes on plx_rdma0" perf_pair ib_write_bw -s 65536 -n 200
 check "ib_read_bw completes on plx_rdma0" perf_pair ib_read_bw -s 65536 -n 200
 check "ib_send_lat completes on plx_rdma0" perf_pair ib_send_lat -s 64 -n 200 -I 0
 
+# rping: rdma_cm resolves $IP to plx_rdma0, the connection manager's
+# messages travel as MADs on the GSI QP, then the client and the server
+# exchange SENDs and RDMA READ/WRITEs, checking every buffer (-V).
+rping_pair() {
+	rping -s -a "$IP" -C 10 -S 4096 -V >/tmp/rping-server.log 2>&1 &
+	srv=$!
+	sleep 1
+	rping -c -a "$IP" -C 10 -S 4096 -V -v >/tmp/rping-client.log 2>&1
+	crc=$?
+	wait "$srv"
+	src=$?
+	sed 's/^/# rping client: /' /tmp/rping-client.log | head -n 3
+	sed 's/^/# rping server: /' /tmp/rping-server.log | head -n 5
+	test "$crc" -eq 0 && test "$src" -eq 0 &&
+		test "$(grep -c '^ping data: ' /tmp/rping-client.log)" -eq 10
+}
+check "modprobe rdma_ucm (rdma_cm for user space)" modprobe rdma_ucm
+dg_before=$(stat datagrams)
+check "rping: 10 verified round trips, connected through rdma_cm to $IP" rping_pair
+dg_after=$(stat datagrams)
+check "the CM's MADs went through plx_rdma0's GSI QP (datagrams $dg_before -> $dg_after)" \
+	test "$dg_after" -gt "$dg_before"
+check "rping to an address of no RDMA device fails cleanly" \
+	sh -c '! timeout 20 rping -c -a 10.99.0.1 -C 1 >/tmp/rping-bad.log 2>&1'
+
 # The verbs kselftests on plx_rdma: every case checks its own outcome.
 PLX_RDMA_DEV=plx_rdma0 verbs_test >/tmp/verbs-plx.tap 2>&1
 sed 's/^/# /' /tmp/verbs-plx.tap
 kselftest_points /tmp/verbs-plx.tap
 check "verbs kselftests on plx_rdma0: no failure, no skip" \
 	grep -q '^# Totals: pass:[1-9][0-9]* fail:0 xfail:0 xpass:0 skip:0 error:0' /tmp/verbs-plx.tap
+
+# Hostile verbs: random objects, arguments, requests and states; the
+# guard region and unregistered memory must keep their canaries.
+PLX_RDMA_DEV=plx_rdma0 PLX_FUZZ_OPS=${PLX_FUZZ_OPS:-20000} verbs_fuzz >/tmp/verbs-fuzz.tap 2>&1
+sed 's/^/# /' /tmp/verbs-fuzz.tap
+kselftest_points /tmp/verbs-fuzz.tap
 
 # The same kselftests on rdma_rxe, the behavioural oracle (on lo: the
 # guest has no other netdev), then the differential comparison.
@@ -94,10 +152,15 @@ check "rdma link delete rxe0" rdma link delete rxe0
 check "rmmod rdma_rxe" rmmod rdma_rxe
 
 check "rmmod plx_rdma" rmmod plx_rdma
-check "modprobe plx_rdma channel=0 (CPU data path)" modprobe plx_rdma channel=0
+check "modprobe plx_rdma channel=0 (CPU data path)" modprobe plx_rdma channel=0 ifindex="$IFINDEX"
 check "plx_rdma0 says the CPU moves data" sh -c "grep -q '^data_path: cpu' $STATS"
 check "ibv_rc_pingpong -s 65536 -c on the CPU path" pingpong 65536 20
 check "the CPU moved the data (cpu_copies $(stat cpu_copies))" test "$(stat cpu_copies)" -gt 0
+# ib_core holds the port's netdev; deleting it must not wait for the
+# device: the port lets it go and goes down.
+check "ip link del dummy0 with plx_rdma0 on it completes" timeout 30 /usr/sbin/ip link del dummy0
+check "plx_rdma0/1 is down without its netdev" sh -c \
+	"rdma link show plx_rdma0/1 | grep -q 'state DOWN'"
 check "rmmod plx_rdma" rmmod plx_rdma
 check "rmmod rust_plx_dma" rmmod rust_plx_dma
 finish

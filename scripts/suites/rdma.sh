@@ -29,6 +29,7 @@ else
 	finish
 fi
 extras+=(-a "$vout/verbs_test:/usr/local/bin/verbs_test")
+extras+=(-a "$vout/verbs_fuzz:/usr/local/bin/verbs_fuzz")
 extras+=(-a "$vout/plx_rdma_write:/usr/local/bin/plx_rdma_write")
 extras+=(-a "$REPO/scripts/guest/verbs_diff.sh:/guest/verbs_diff.sh")
 extras+=(-a "$REPO/tools/testing/selftests/drivers/infiniband/plx_rdma/rxe_divergences:/guest/rxe_divergences")

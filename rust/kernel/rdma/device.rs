@@ -151,8 +151,9 @@ impl<T: Driver> Registration<T> {
     };
 
     /// Registers `driver` as an RDMA device named after `pattern` (e.g.
-    /// `c"plx_rdma%d"`) with the limits `caps`.
-    pub fn new(driver: Arc<T>, caps: &Caps, pattern: &CStr) -> Result<Self> {
+    /// `c"plx_rdma%d"`) with the limits `caps`, its port on the netdev of
+    /// interface index `ifindex` (`ENODEV` if there is none).
+    pub fn new(driver: Arc<T>, caps: &Caps, pattern: &CStr, ifindex: i32) -> Result<Self> {
         let ctx = Arc::as_ptr(&driver).cast::<c_void>();
         // SAFETY: `OPS` is a promoted constant with static lifetime; `ctx`
         // stays valid while the device exists (kept by `driver` below);
@@ -161,7 +162,8 @@ impl<T: Driver> Registration<T> {
         let raw = NonNull::new(raw).ok_or(ENOMEM)?;
         // SAFETY: `raw` is a new, unregistered device; `pattern` is a valid
         // C string for the call.
-        let ret = unsafe { ffi::rust_ib_device_register(raw.as_ptr(), pattern.as_char_ptr()) };
+        let ret =
+            unsafe { ffi::rust_ib_device_register(raw.as_ptr(), pattern.as_char_ptr(), ifindex) };
         if ret != 0 {
             // SAFETY: Registration failed; the device is ours to free.
             unsafe { ffi::rust_ib_device_dealloc(raw.as_ptr()) };
@@ -532,6 +534,8 @@ unsafe extern "C" fn post_send<T: Driver>(qp: *mut c_void, wr: *const RawSendWr)
         rkey: w.rkey,
         // SAFETY: `sg_list` holds `num_sge` entries for the call.
         sges: unsafe { sges(w.sg_list, w.num_sge) },
+        ud: (w.has_ud != 0).then_some(w.ud),
+        kernel: w.kernel != 0,
     };
     // SAFETY: A live QP.
     errno(T::post_send(unsafe { arc_priv::<T::Qp>(qp) }, &wr))
@@ -548,6 +552,7 @@ unsafe extern "C" fn post_recv<T: Driver>(qp: *mut c_void, wr: *const RawRecvWr)
         wr_id: w.wr_id,
         // SAFETY: `sg_list` holds `num_sge` entries for the call.
         sges: unsafe { sges(w.sg_list, w.num_sge) },
+        kernel: w.kernel != 0,
     };
     // SAFETY: A live QP.
     errno(T::post_recv(unsafe { arc_priv::<T::Qp>(qp) }, &wr))

@@ -53,7 +53,11 @@ extern "C" {
         ctx: *const c_void,
         caps: *const Caps,
     ) -> *mut c_void;
-    pub(super) fn rust_ib_device_register(ibdev: *mut c_void, name: *const c_char) -> c_int;
+    pub(super) fn rust_ib_device_register(
+        ibdev: *mut c_void,
+        name: *const c_char,
+        ifindex: c_int,
+    ) -> c_int;
     pub(super) fn rust_ib_device_unregister(ibdev: *mut c_void);
     pub(super) fn rust_ib_device_dealloc(ibdev: *mut c_void);
     pub(super) fn rust_ib_device_name(ibdev: *mut c_void) -> *const c_char;

@@ -11,6 +11,10 @@
 //! driver back for every verb; the abstraction keeps each object's Rust
 //! value alive from its creation to its destruction.
 //!
+//! The port is RoCEv2 on a netdev, whose addresses ib_core turns into the
+//! port's GIDs; kernel consumers (ib_core's MAD layer, on the GSI QP) post
+//! kernel memory, which reaches the driver only as [`kernel_sgl`] lists.
+//!
 //! The kernel's Rust bindings do not cover `<rdma/ib_verbs.h>`, and ib_core
 //! allocates the drivers' objects itself, so the C containers and the
 //! translation of the verbs structures live in `rust/helpers/ib_device.c`.
@@ -19,4 +23,5 @@
 pub mod cq;
 pub mod device;
 mod ffi;
+pub mod kernel_sgl;
 pub mod types;

@@ -8,6 +8,8 @@
 //! `rust/helpers/ib_device.h`, which the C glue fills from, or turns into,
 //! the real verbs structures.
 
+pub use super::kernel_sgl::KernelSgl;
+
 /// One scatter/gather entry of a work request (`struct ib_sge`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -18,6 +20,27 @@ pub struct Sge {
     pub length: u32,
     /// Local key of the memory region.
     pub lkey: u32,
+}
+
+/// Bytes of the network header in front of a datagram's payload.
+pub const GRH_BYTES: usize = 40;
+
+/// Where a datagram goes (`struct rust_ib_ud_dest`): resolved by the C
+/// glue from the request's address handle when it was posted.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct UdDest {
+    /// The destination QP.
+    pub remote_qpn: u32,
+    /// The Q_Key the destination QP must have.
+    pub remote_qkey: u32,
+    /// Non-zero when the destination GID is one of the port's: the
+    /// loopback fabric delivers nothing else.
+    pub local: u32,
+    /// `enum rdma_network_type` of `header`.
+    pub net_type: u32,
+    /// The network header the receiver finds before the payload.
+    pub header: [u8; GRH_BYTES],
 }
 
 /// `struct rust_ib_send_wr`.
@@ -31,7 +54,9 @@ pub(super) struct RawSendWr {
     pub(super) imm_data: u32,
     pub(super) remote_addr: u64,
     pub(super) rkey: u32,
-    pub(super) reserved: u32,
+    pub(super) kernel: u32,
+    pub(super) has_ud: u32,
+    pub(super) ud: UdDest,
 }
 
 /// `struct rust_ib_recv_wr`.
@@ -40,7 +65,7 @@ pub(super) struct RawRecvWr {
     pub(super) wr_id: u64,
     pub(super) sg_list: *const Sge,
     pub(super) num_sge: u32,
-    pub(super) reserved: u32,
+    pub(super) kernel: u32,
 }
 
 /// A send work request, valid for the `post_send` call that carries it.
@@ -59,6 +84,24 @@ pub struct SendWr<'a> {
     pub rkey: u32,
     /// The gather list.
     pub sges: &'a [Sge],
+    /// The destination of a datagram QP's request.
+    pub ud: Option<UdDest>,
+    /// Posted by a kernel consumer (see [`SendWr::kernel_sgl`]).
+    pub(super) kernel: bool,
+}
+
+impl SendWr<'_> {
+    /// The gather list as kernel memory, if a kernel consumer posted the
+    /// request and it has at most `N` entries.
+    pub fn kernel_sgl<const N: usize>(&self) -> Option<KernelSgl<N>> {
+        if !self.kernel {
+            return None;
+        }
+        // SAFETY: `kernel` is set only for requests a kernel consumer
+        // posted, whose entries are kernel virtual addresses with the
+        // local DMA lkey (the type's invariant).
+        unsafe { KernelSgl::new(self.sges) }
+    }
 }
 
 /// A receive work request, valid for the `post_recv` call that carries it.
@@ -67,6 +110,20 @@ pub struct RecvWr<'a> {
     pub wr_id: u64,
     /// The scatter list.
     pub sges: &'a [Sge],
+    /// Posted by a kernel consumer (see [`RecvWr::kernel_sgl`]).
+    pub(super) kernel: bool,
+}
+
+impl RecvWr<'_> {
+    /// The scatter list as kernel memory, if a kernel consumer posted the
+    /// request and it has at most `N` entries.
+    pub fn kernel_sgl<const N: usize>(&self) -> Option<KernelSgl<N>> {
+        if !self.kernel {
+            return None;
+        }
+        // SAFETY: As in `SendWr::kernel_sgl`.
+        unsafe { KernelSgl::new(self.sges) }
+    }
 }
 
 /// A work completion (`struct rust_ib_wc`).
@@ -89,8 +146,10 @@ pub struct Wc {
     pub src_qp: u32,
     /// `IB_WC_*` flags.
     pub wc_flags: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// `enum rdma_network_type`, with [`WC_WITH_NETWORK_HDR_TYPE`].
+    pub network_hdr_type: u32,
+    /// The local QP's handle ([`QpInit::handle`]).
+    pub qp_handle: u64,
 }
 
 /// What `create_qp` asks for; the driver lowers the capabilities to what
@@ -116,11 +175,13 @@ pub struct QpInit {
     pub has_srq: u32,
     /// `IB_QP_CREATE_*` flags.
     pub create_flags: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// Non-zero when a kernel consumer creates the QP.
+    pub kernel: u32,
+    /// The QP's handle, for its work completions ([`Wc::qp_handle`]).
+    pub handle: u64,
 }
 
-/// QP attributes, the fields an RC QP uses (`struct rust_ib_qp_attr`).
+/// QP attributes, the fields an RC or GSI QP uses (`struct rust_ib_qp_attr`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct QpAttr {
@@ -156,8 +217,18 @@ pub struct QpAttr {
     pub max_rd_atomic: u32,
     /// Outstanding RDMA READs as responder.
     pub max_dest_rd_atomic: u32,
-    /// Destination LID.
-    pub dlid: u32,
+    /// Destination GID (RoCE: every address vector has a GRH).
+    pub dgid: [u8; 16],
+    /// Source GID index.
+    pub sgid_index: u32,
+    /// GRH flow label.
+    pub flow_label: u32,
+    /// GRH hop limit.
+    pub hop_limit: u32,
+    /// GRH traffic class.
+    pub traffic_class: u32,
+    /// Non-zero when `dgid` is one of the port's GIDs (modify only).
+    pub dest_local: u32,
     /// SQD: the send queue is still draining (query); asynchronous drain
     /// notification asked for (modify).
     pub sq_draining: u32,
@@ -275,8 +346,12 @@ pub mod wc_opcode {
     pub const RECV_RDMA_WITH_IMM: u32 = (1 << 7) + 1;
 }
 
+/// `IB_WC_GRH`: a datagram receive starts with its network header.
+pub const WC_GRH: u32 = 1 << 0;
 /// `IB_WC_WITH_IMM`: the completion carries immediate data.
 pub const WC_WITH_IMM: u32 = 1 << 1;
+/// `IB_WC_WITH_NETWORK_HDR_TYPE`: `network_hdr_type` is set.
+pub const WC_WITH_NETWORK_HDR_TYPE: u32 = 1 << 6;
 
 /// `enum ib_qp_state`.
 pub mod qp_state {
@@ -298,9 +373,16 @@ pub mod qp_state {
 
 /// `enum ib_qp_type`.
 pub mod qp_type {
+    /// The general services QP (QP1), which carries MADs.
+    pub const GSI: u32 = 1;
     /// Reliable connected.
     pub const RC: u32 = 2;
+    /// Unreliable datagram.
+    pub const UD: u32 = 4;
 }
+
+/// The Q_Key of QP1 (`IB_QP1_QKEY`).
+pub const QP1_QKEY: u32 = 0x8001_0000;
 
 /// `enum ib_qp_attr_mask`.
 pub mod qp_mask {
@@ -318,7 +400,7 @@ pub mod qp_mask {
     pub const PORT: u32 = 1 << 5;
     /// `qkey`.
     pub const QKEY: u32 = 1 << 6;
-    /// The address vector (`dlid`).
+    /// The address vector (`dgid` and the GRH fields).
     pub const AV: u32 = 1 << 7;
     /// `path_mtu`.
     pub const PATH_MTU: u32 = 1 << 8;

@@ -89,6 +89,14 @@ impl Cq {
         n
     }
 
+    /// Drops the completions of the QP whose handle is `qp_handle`.
+    pub(crate) fn purge(&self, qp_handle: u64) {
+        self.state
+            .lock()
+            .entries
+            .retain(|wc| wc.qp_handle != qp_handle);
+    }
+
     /// Arms the CQ; with `REPORT_MISSED_EVENTS`, 1 if completions wait.
     pub(crate) fn arm(&self, flags: u32) -> i32 {
         let mut st = self.state.lock();

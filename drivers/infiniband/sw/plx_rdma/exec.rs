@@ -17,7 +17,7 @@
 //! instead of finding the peer QP in the device's table.
 
 use crate::rdma::types::{
-    access, qp_state, send_flags, wc_opcode, wc_status, wr_opcode, Sge, Wc, WC_WITH_IMM,
+    access, qp_state, qp_type, send_flags, wc_opcode, wc_status, wr_opcode, Sge, Wc, WC_WITH_IMM,
 };
 use crate::{
     mover::CopyError,
@@ -39,7 +39,7 @@ struct Piece {
 }
 
 /// How a request ended.
-enum Outcome {
+pub(crate) enum Outcome {
     /// Done; the completion reports `byte_len` bytes.
     Done(u32),
     /// Failed with this work completion status; the QP goes to ERR.
@@ -57,7 +57,12 @@ pub(crate) fn run_send_queue(qp: &Arc<Qp>) {
             continue;
         }
         Stats::add(&qp.dev.stats.send_wrs, 1);
-        match execute(qp, &wqe) {
+        let outcome = if qp.qp_type == qp_type::GSI {
+            crate::ud::send(qp, &wqe)
+        } else {
+            execute(qp, &wqe)
+        };
+        match outcome {
             Outcome::Done(n) => {
                 if qp.signaled(&wqe) {
                     qp.complete_send(send_wc(qp, &wqe, wc_status::SUCCESS, n));
@@ -165,7 +170,7 @@ fn copy_failed(e: CopyError, regions: &[&[Piece]]) -> Outcome {
 
 /// The peer QP, if it exists and answers requests.
 fn peer_of(qp: &Qp) -> Option<Arc<Qp>> {
-    let peer = qp.dev.find_qp(qp.dest_qpn())?;
+    let peer = qp.dev.find_qp(qp.dest_qpn()?)?;
     let state = peer.current_state()?;
     Qp::accepts_requests(state).then_some(peer)
 }

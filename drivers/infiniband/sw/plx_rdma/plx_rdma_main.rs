@@ -36,6 +36,7 @@ mod mr;
 mod pd;
 mod qp;
 mod stats;
+mod ud;
 mod wq;
 
 use core::fmt;
@@ -71,6 +72,10 @@ module! {
             default: true,
             description: "Move data with a dmaengine memcpy channel (false: the CPU copies)",
         },
+        ifindex: i32 {
+            default: 1,
+            description: "Interface index of the netdev whose addresses are the port's RoCE GIDs (1: lo)",
+        },
     },
 }
 
@@ -78,8 +83,10 @@ module! {
 const MAX_MR: u32 = 4096;
 /// QPs per device.
 const MAX_QP: u32 = 256;
-/// The first QP number (0 and 1 are the special QPs of IB).
+/// The first RC QP number (0 and 1 are the special QPs of IB).
 const FIRST_QPN: u32 = 16;
+/// The GSI QP's number.
+const GSI_QPN: u32 = 1;
 /// CQs and PDs per device.
 const MAX_CQ: u32 = 1024;
 const MAX_PD: u32 = 1024;
@@ -91,9 +98,12 @@ const MAX_CQE: u32 = 65536;
 pub(crate) struct Device {
     #[pin]
     pub(crate) mrs: MrTable,
-    /// The QPs by number; only process context looks them up.
+    /// The RC QPs by number; only process context looks them up.
     #[pin]
     qps: Mutex<KVec<Option<Arc<Qp>>>>,
+    /// QP1, the MAD layer's.
+    #[pin]
+    gsi: Mutex<Option<Arc<Qp>>>,
     pub(crate) mover: Mover,
     pub(crate) stats: Stats,
     pds: Atomic<u32>,
@@ -110,6 +120,7 @@ impl Device {
             try_pin_init!(Self {
                 mrs <- MrTable::new(MAX_MR)?,
                 qps <- new_mutex!(qps, "plx_rdma_qps"),
+                gsi <- new_mutex!(None, "plx_rdma_gsi"),
                 mover,
                 stats: Stats::new(),
                 pds: Atomic::new(0),
@@ -121,6 +132,9 @@ impl Device {
 
     /// The live QP numbered `qpn`.
     pub(crate) fn find_qp(&self, qpn: u32) -> Option<Arc<Qp>> {
+        if qpn == GSI_QPN {
+            return self.gsi.lock().clone();
+        }
         let i = qpn.checked_sub(FIRST_QPN)? as usize;
         self.qps.lock().get(i)?.clone()
     }
@@ -211,18 +225,31 @@ impl Driver for PlxRdma {
         recv_cq: &Arc<Cq>,
         init: &mut QpInit,
     ) -> Result<(Arc<Qp>, u32)> {
+        let gsi = init.qp_type == rdma::types::qp_type::GSI;
+        let mut new = |qpn| {
+            Qp::new(
+                self.0.clone(),
+                qpn,
+                pd.clone(),
+                send_cq.clone(),
+                recv_cq.clone(),
+                init,
+            )
+        };
+        if gsi {
+            let mut slot = self.0.gsi.lock();
+            if slot.is_some() {
+                return Err(EBUSY);
+            }
+            let qp = new(GSI_QPN)?;
+            *slot = Some(qp.clone());
+            return Ok((qp, GSI_QPN));
+        }
         // A mutex: the QP is built (allocating) with its number taken.
         let mut qps = self.0.qps.lock();
         let i = qps.iter().position(Option::is_none).ok_or(ENOMEM)?;
         let qpn = FIRST_QPN + i as u32;
-        let qp = Qp::new(
-            self.0.clone(),
-            qpn,
-            pd.clone(),
-            send_cq.clone(),
-            recv_cq.clone(),
-            init,
-        )?;
+        let qp = new(qpn)?;
         qps[i] = Some(qp.clone());
         Ok((qp, qpn))
     }
@@ -237,12 +264,17 @@ impl Driver for PlxRdma {
 
     fn destroy_qp(&self, qp: &Arc<Qp>) -> Result {
         // First out of the table: no peer finds it any more.
-        if let Some(i) = qp.qpn.checked_sub(FIRST_QPN) {
+        if qp.qpn == GSI_QPN {
+            *self.0.gsi.lock() = None;
+        } else if let Some(i) = qp.qpn.checked_sub(FIRST_QPN) {
             if let Some(slot) = self.0.qps.lock().get_mut(i as usize) {
                 *slot = None;
             }
         }
         qp.shut_down();
+        if qp.kernel {
+            qp.purge_completions();
+        }
         Ok(())
     }
 
@@ -297,7 +329,19 @@ fn register() -> Result<Registration<PlxRdma>> {
         vendor_part_id: 0x87d0,
         hw_ver: 1,
     };
-    let reg = Registration::new(Arc::new(PlxRdma(dev), GFP_KERNEL)?, &caps, c"plx_rdma%d")?;
+    let reg = Registration::new(
+        Arc::new(PlxRdma(dev), GFP_KERNEL)?,
+        &caps,
+        c"plx_rdma%d",
+        module_parameters::ifindex.value(),
+    )
+    .inspect_err(|e| {
+        pr_err!(
+            "registration on the netdev of ifindex {} failed: {:?}\n",
+            module_parameters::ifindex.value(),
+            e
+        )
+    })?;
     pr_info!(
         "{}: registered, data moved by {}\n",
         reg.name(),

@@ -3,6 +3,10 @@
 //! Queue pairs: the verbs state machine, the send and receive queues, and
 //! the work item that executes the send queue.
 //!
+//! User space gets reliable-connected QPs; kernel consumers get the GSI QP
+//! (QP1) that ib_core's MAD layer opens on the port, a datagram QP whose
+//! requests carry kernel memory (`KernelSgl`) and an address (`UdDest`).
+//!
 //! Posting only checks the request and queues it (it must not sleep); the
 //! QP's work item then executes the send queue in order (see `exec`),
 //! because a request may wait for the engine, and for the peer to post a
@@ -18,8 +22,8 @@
 use crate::rdma::{
     device::modify_qp_is_ok,
     types::{
-        access, qp_mask, qp_state, qp_type, send_flags, wc_opcode, wc_status, wr_opcode, QpAttr,
-        QpInit, RecvWr, SendWr, Sge, Wc,
+        access, qp_mask, qp_state, qp_type, send_flags, wc_opcode, wc_status, wr_opcode, KernelSgl,
+        QpAttr, QpInit, RecvWr, SendWr, Sge, UdDest, Wc,
     },
 };
 use crate::{cq::Cq, pd::Pd, stats::Stats, wq::WorkQueue, Device};
@@ -43,8 +47,10 @@ const MAX_RD_ATOMIC: u32 = 16;
 const QP_ACCESS: u32 =
     access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
 
+/// A kernel consumer's gather or scatter list.
+pub(crate) type KernelList = KernelSgl<{ MAX_SGE as usize }>;
+
 /// A queued send work request.
-#[derive(Clone, Copy)]
 pub(crate) struct SendWqe {
     pub(crate) wr_id: u64,
     pub(crate) opcode: u32,
@@ -54,6 +60,10 @@ pub(crate) struct SendWqe {
     pub(crate) rkey: u32,
     pub(crate) sges: [Sge; MAX_SGE as usize],
     pub(crate) num_sge: usize,
+    /// A datagram's destination (GSI QP).
+    pub(crate) ud: Option<UdDest>,
+    /// The gather list as kernel memory (kernel QP).
+    pub(crate) kmem: Option<KernelList>,
 }
 
 impl SendWqe {
@@ -77,11 +87,12 @@ impl SendWqe {
 }
 
 /// A queued receive work request.
-#[derive(Clone, Copy)]
 pub(crate) struct RecvWqe {
     pub(crate) wr_id: u64,
     pub(crate) sges: [Sge; MAX_SGE as usize],
     pub(crate) num_sge: usize,
+    /// The scatter list as kernel memory (kernel QP).
+    pub(crate) kmem: Option<KernelList>,
 }
 
 impl RecvWqe {
@@ -101,10 +112,16 @@ pub(crate) struct QpState {
     dead: bool,
 }
 
-/// A reliable-connected queue pair.
+/// A queue pair: reliable connected (user), or GSI (kernel).
 #[pin_data]
 pub(crate) struct Qp {
     pub(crate) qpn: u32,
+    /// `qp_type::RC` or `qp_type::GSI`.
+    pub(crate) qp_type: u32,
+    /// Created by a kernel consumer.
+    pub(crate) kernel: bool,
+    /// The C glue's handle, for the completions.
+    handle: u64,
     pub(crate) pd: Arc<Pd>,
     pub(crate) scq: Arc<Cq>,
     pub(crate) rcq: Arc<Cq>,
@@ -138,7 +155,15 @@ impl Qp {
         rcq: Arc<Cq>,
         init: &mut QpInit,
     ) -> Result<Arc<Self>> {
-        if init.qp_type != qp_type::RC {
+        // User verbs get RC QPs; the kernel side only runs the MAD layer
+        // (GSI), which addresses memory by kernel virtual address.
+        let kernel = init.kernel != 0;
+        let ok = match init.qp_type {
+            qp_type::RC => !kernel,
+            qp_type::GSI => kernel,
+            _ => false,
+        };
+        if !ok {
             return Err(EOPNOTSUPP);
         }
         if init.has_srq != 0 || init.create_flags != 0 {
@@ -169,6 +194,9 @@ impl Qp {
         Arc::pin_init(
             try_pin_init!(Self {
                 qpn,
+                qp_type: init.qp_type,
+                kernel,
+                handle: init.handle,
                 pd,
                 scq,
                 rcq,
@@ -207,7 +235,7 @@ impl Qp {
         } else {
             cur
         };
-        if !modify_qp_is_ok(cur, next, qp_type::RC, mask) {
+        if !modify_qp_is_ok(cur, next, self.qp_type, mask) {
             return Err(EINVAL);
         }
         if mask & qp_mask::PORT != 0 && attr.port_num != 1 {
@@ -249,7 +277,12 @@ impl Qp {
             a.qkey = attr.qkey;
         }
         if take(qp_mask::AV) {
-            a.dlid = attr.dlid;
+            a.dgid = attr.dgid;
+            a.sgid_index = attr.sgid_index;
+            a.flow_label = attr.flow_label;
+            a.hop_limit = attr.hop_limit;
+            a.traffic_class = attr.traffic_class;
+            a.dest_local = attr.dest_local;
         }
         if take(qp_mask::PATH_MTU) {
             a.path_mtu = attr.path_mtu;
@@ -328,16 +361,20 @@ impl Qp {
         if !matches!(st.state, qp_state::RTS | qp_state::SQD | qp_state::ERR) {
             return Err(EINVAL);
         }
+        let datagram = self.qp_type == qp_type::GSI;
         match wr.opcode {
-            wr_opcode::RDMA_WRITE
-            | wr_opcode::RDMA_WRITE_WITH_IMM
-            | wr_opcode::SEND
-            | wr_opcode::SEND_WITH_IMM
-            | wr_opcode::RDMA_READ => {}
+            wr_opcode::SEND | wr_opcode::SEND_WITH_IMM => {}
+            wr_opcode::RDMA_WRITE | wr_opcode::RDMA_WRITE_WITH_IMM | wr_opcode::RDMA_READ
+                if !datagram => {}
             _ => return Err(EINVAL),
         }
         if wr.sges.len() > st.attr.max_send_sge as usize || wr.send_flags & send_flags::INLINE != 0
         {
+            return Err(EINVAL);
+        }
+        let kmem = wr.kernel_sgl();
+        // A kernel QP's list is kernel memory, and a datagram has an address.
+        if self.kernel != kmem.is_some() || datagram != wr.ud.is_some() {
             return Err(EINVAL);
         }
         let mut wqe = SendWqe {
@@ -349,6 +386,8 @@ impl Qp {
             rkey: wr.rkey,
             sges: [Sge::default(); MAX_SGE as usize],
             num_sge: wr.sges.len(),
+            ud: wr.ud,
+            kmem,
         };
         wqe.sges[..wr.sges.len()].copy_from_slice(wr.sges);
         st.sq.push(wqe)?;
@@ -370,10 +409,15 @@ impl Qp {
         if wr.sges.len() > st.attr.max_recv_sge as usize {
             return Err(EINVAL);
         }
+        let kmem = wr.kernel_sgl();
+        if self.kernel != kmem.is_some() {
+            return Err(EINVAL);
+        }
         let mut wqe = RecvWqe {
             wr_id: wr.wr_id,
             sges: [Sge::default(); MAX_SGE as usize],
             num_sge: wr.sges.len(),
+            kmem,
         };
         wqe.sges[..wr.sges.len()].copy_from_slice(wr.sges);
         st.rq.push(wqe)?;
@@ -443,6 +487,16 @@ impl Qp {
         )
     }
 
+    /// Whether the QP takes a datagram sent with `qkey`: a GSI QP that
+    /// answers requests, with that Q_Key.
+    pub(crate) fn accepts_datagram(&self, qkey: u32) -> bool {
+        let st = self.state.lock();
+        self.qp_type == qp_type::GSI
+            && !st.dead
+            && Self::accepts_requests(st.state)
+            && st.attr.qkey == qkey
+    }
+
     /// The QP's state, or `None` once it is being destroyed.
     pub(crate) fn current_state(&self) -> Option<u32> {
         let st = self.state.lock();
@@ -464,18 +518,29 @@ impl Qp {
         self.scq.push(self.count(wc), false);
     }
 
+    /// Removes the QP's completions from its CQs: a kernel consumer's
+    /// completions name the QP itself, which is going away.
+    pub(crate) fn purge_completions(&self) {
+        self.scq.purge(self.handle);
+        self.rcq.purge(self.handle);
+    }
+
     /// Counts an error completion, which carries only its identity and
     /// status: verbs leaves the other fields undefined, and rxe reports
     /// them as zero.
     fn count(&self, wc: Wc) -> Wc {
         if wc.status == wc_status::SUCCESS {
-            return wc;
+            return Wc {
+                qp_handle: self.handle,
+                ..wc
+            };
         }
         Stats::add(&self.dev.stats.error_wcs, 1);
         Wc {
             wr_id: wc.wr_id,
             status: wc.status,
             qp_num: wc.qp_num,
+            qp_handle: self.handle,
             ..Wc::default()
         }
     }
@@ -489,7 +554,9 @@ impl Qp {
             }
             st.worker = true;
         }
-        if workqueue::system_unbound().enqueue(self.clone()).is_err() {
+        // Long work: a request may wait for the engine, or for the peer
+        // to post a receive (RNR).
+        if workqueue::system_long().enqueue(self.clone()).is_err() {
             // Already queued: it will run.
         }
     }
@@ -524,9 +591,11 @@ impl Qp {
         (st.attr.min_rnr_timer, st.attr.rnr_retry)
     }
 
-    /// The peer QP number.
-    pub(crate) fn dest_qpn(&self) -> u32 {
-        self.state.lock().attr.dest_qp_num
+    /// The peer QP number, if the address vector names this port (the
+    /// loopback fabric reaches no other).
+    pub(crate) fn dest_qpn(&self) -> Option<u32> {
+        let st = self.state.lock();
+        (st.attr.dest_local != 0).then_some(st.attr.dest_qp_num)
     }
 
     /// Whether the work item should stop.

@@ -20,6 +20,11 @@ pub(crate) struct Stats {
     pub(crate) send_wrs: Atomic<u64>,
     /// Work completions with an error status (flushes included).
     pub(crate) error_wcs: Atomic<u64>,
+    /// Datagrams (MADs on QP1) delivered to a receive.
+    pub(crate) datagrams: Atomic<u64>,
+    /// Datagrams nobody received (unknown GID or QP, wrong Q_Key, no
+    /// receive posted): unreliable transport drops them.
+    pub(crate) datagrams_dropped: Atomic<u64>,
 }
 
 impl Stats {
@@ -31,6 +36,8 @@ impl Stats {
             cpu_bytes: Atomic::new(0),
             send_wrs: Atomic::new(0),
             error_wcs: Atomic::new(0),
+            datagrams: Atomic::new(0),
+            datagrams_dropped: Atomic::new(0),
         }
     }
 
@@ -46,6 +53,12 @@ impl Stats {
         writeln!(f, "cpu_copies: {}", self.cpu_copies.load(Relaxed))?;
         writeln!(f, "cpu_bytes: {}", self.cpu_bytes.load(Relaxed))?;
         writeln!(f, "send_wrs: {}", self.send_wrs.load(Relaxed))?;
-        writeln!(f, "error_wcs: {}", self.error_wcs.load(Relaxed))
+        writeln!(f, "error_wcs: {}", self.error_wcs.load(Relaxed))?;
+        writeln!(f, "datagrams: {}", self.datagrams.load(Relaxed))?;
+        writeln!(
+            f,
+            "datagrams_dropped: {}",
+            self.datagrams_dropped.load(Relaxed)
+        )
     }
 }

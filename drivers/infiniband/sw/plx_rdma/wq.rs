@@ -44,6 +44,23 @@ impl<T> WorkQueue<T> {
         Ok(())
     }
 
+    /// Keeps only the entries `keep` accepts, in order.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
+        let cap = self.slots.len();
+        let (head, len) = (self.head, self.len);
+        self.len = 0;
+        for i in 0..len {
+            let from = (head + i) % cap;
+            if let Some(v) = self.slots[from].take() {
+                if keep(&v) {
+                    let to = (head + self.len) % cap;
+                    self.slots[to] = Some(v);
+                    self.len += 1;
+                }
+            }
+        }
+    }
+
     /// Takes the oldest entry.
     pub(crate) fn pop(&mut self) -> Option<T> {
         if self.len == 0 {

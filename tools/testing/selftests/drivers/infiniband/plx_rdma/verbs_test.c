@@ -353,7 +353,7 @@ static void transfer(struct __test_metadata *_metadata, FIXTURE_DATA(pair) *self
 }
 
 #define TRANSFER_TEST(name, op, len, imm) \
-	TEST_F(pair, name) { transfer(_metadata, self, op, len, imm); }
+	TEST_F_TIMEOUT(pair, name, 120) { transfer(_metadata, self, op, len, imm); }
 
 TRANSFER_TEST(write_1B, IBV_WR_RDMA_WRITE, 1, 0)
 TRANSFER_TEST(write_4095B, IBV_WR_RDMA_WRITE, 4095, 0)
