@@ -497,6 +497,11 @@ impl Qp {
             && st.attr.qkey == qkey
     }
 
+    /// The Q_Key (datagram QPs).
+    pub(crate) fn qkey(&self) -> u32 {
+        self.state.lock().attr.qkey
+    }
+
     /// The QP's state, or `None` once it is being destroyed.
     pub(crate) fn current_state(&self) -> Option<u32> {
         let st = self.state.lock();

@@ -24,6 +24,9 @@ use crate::{
 };
 use kernel::sync::Arc;
 
+/// A work request's Q_Key with this bit asks for the QP's own.
+const QKEY_USE_QP: u32 = 0x8000_0000;
+
 /// Sends the datagram of `wqe`, posted on `qp` (a GSI QP).
 pub(crate) fn send(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
     let (Some(src), Some(ud)) = (wqe.kmem.as_ref(), wqe.ud.as_ref()) else {
@@ -44,7 +47,14 @@ pub(crate) fn send(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
     let Some(peer) = qp.dev.find_qp(ud.remote_qpn) else {
         return dropped();
     };
-    if !peer.accepts_datagram(ud.remote_qkey) {
+    // A Q_Key with its high bit set means the sending QP's own (what
+    // ib_mad posts, IB_QP_SET_QKEY).
+    let qkey = if ud.remote_qkey & QKEY_USE_QP != 0 {
+        qp.qkey()
+    } else {
+        ud.remote_qkey
+    };
+    if !peer.accepts_datagram(qkey) {
         return dropped();
     }
     let Some(recv) = peer.take_recv() else {
