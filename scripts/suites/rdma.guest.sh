@@ -106,8 +106,8 @@ rping_pair() {
 	crc=$?
 	wait "$srv"
 	src=$?
-	sed 's/^/# rping client: /' /tmp/rping-client.log | head -n 3
-	sed 's/^/# rping server: /' /tmp/rping-server.log | head -n 5
+	cut -c1-100 /tmp/rping-client.log | sed 's/^/# rping client: /' | head -n 3
+	cut -c1-100 /tmp/rping-server.log | sed 's/^/# rping server: /' | head -n 5
 	test "$crc" -eq 0 && test "$src" -eq 0 &&
 		test "$(grep -c '^ping data: ' /tmp/rping-client.log)" -eq 10
 }

@@ -140,6 +140,9 @@ static void op_pd(struct fuzz *f)
 {
 	int i = below(f, NPD);
 
+	/* Keep PDs mostly alive: everything else needs one. */
+	if (f->pd[i] && below(f, 4))
+		return;
 	if (f->pd[i]) {
 		/* In use: ibv_dealloc_pd must refuse, not free. */
 		if (!result(f, ibv_dealloc_pd(f->pd[i])))
@@ -154,11 +157,13 @@ static void op_cq(struct fuzz *f)
 {
 	int i = below(f, NCQ);
 
+	if (f->cq[i] && below(f, 3))
+		return;
 	if (f->cq[i]) {
 		if (!result(f, ibv_destroy_cq(f->cq[i])))
 			f->cq[i] = NULL;
 	} else {
-		f->cq[i] = ibv_create_cq(f->ctx, any32(f, 256), NULL, NULL, 0);
+		f->cq[i] = ibv_create_cq(f->ctx, below(f, 4) ? 256 : any32(f, 256), NULL, NULL, 0);
 		result(f, f->cq[i] ? 0 : errno);
 	}
 }
@@ -195,6 +200,8 @@ static void op_qp(struct fuzz *f)
 	struct ibv_qp_init_attr ia = {};
 	struct ibv_pd *pd = some(f, (void **)f->pd, NPD);
 
+	if (f->qp[i] && below(f, 2))
+		return;
 	if (f->qp[i]) {
 		if (!result(f, ibv_destroy_qp(f->qp[i])))
 			f->qp[i] = NULL;
@@ -208,11 +215,19 @@ static void op_qp(struct fuzz *f)
 		return;
 	ia.qp_type = below(f, 5) ? IBV_QPT_RC : (enum ibv_qp_type)below(f, 12);
 	ia.sq_sig_all = below(f, 2);
-	ia.cap.max_send_wr = any32(f, 64);
-	ia.cap.max_recv_wr = any32(f, 64);
-	ia.cap.max_send_sge = any32(f, 8);
-	ia.cap.max_recv_sge = any32(f, 8);
-	ia.cap.max_inline_data = below(f, 4) ? 0 : any32(f, 64);
+	/* Mostly valid capabilities: a QP must exist to be abused. */
+	if (below(f, 4)) {
+		ia.cap.max_send_wr = 1 + below(f, 32);
+		ia.cap.max_recv_wr = 1 + below(f, 32);
+		ia.cap.max_send_sge = 1 + below(f, 8);
+		ia.cap.max_recv_sge = 1 + below(f, 8);
+	} else {
+		ia.cap.max_send_wr = any32(f, 64);
+		ia.cap.max_recv_wr = any32(f, 64);
+		ia.cap.max_send_sge = any32(f, 8);
+		ia.cap.max_recv_sge = any32(f, 8);
+		ia.cap.max_inline_data = below(f, 2) ? 0 : any32(f, 64);
+	}
 	f->qp[i] = ibv_create_qp(pd, &ia);
 	result(f, f->qp[i] ? 0 : errno);
 }
