@@ -6,6 +6,9 @@
 #
 #   make run                 build what is missing, boot a guest, run the demo
 #   make check [SUITE=name]  every test suite, or one (SUITE=list lists them)
+#   make soak [SUITE=name]   the long runs (not in CI): driver and rdma suites
+#                            with soak counts (SOAK_COPIES, SOAK_BIG_COPIES,
+#                            SOAK_FUZZ_OPS)
 #   make bench               Rust vs C plx_dma and engine vs CPU, side by side
 #   make shell               an interactive guest with everything loaded
 #   make modules [KDIR=dir]  build the modules (default: the cached test kernel)
@@ -16,7 +19,7 @@ SHELL := /bin/bash
 FLAVOUR ?= test
 SUITE ?=
 
-.PHONY: all modules run check shell env kernel clean
+.PHONY: all modules run check soak shell env kernel clean
 
 all: modules
 
@@ -28,6 +31,9 @@ run:
 
 check:
 	@scripts/check.sh $(SUITE)
+
+soak:
+	@PLX_SOAK=1 scripts/check.sh $(if $(SUITE),$(SUITE),driver rdma)
 
 shell:
 	@scripts/guest-run.sh -i -k $(FLAVOUR) -n shell

@@ -33,7 +33,7 @@ need_root check
 
 results=$REPO/build/results
 mkdir -p "$results"
-passed=0 failed=0 t_all=$(date +%s)
+passed=0 failed=0 t_all=$(date +%s) times=()
 for s in "${want[@]}"; do
 	log "suite $s: $(describe "$s")"
 	t0=$(date +%s) rc=0
@@ -59,8 +59,10 @@ for s in "${want[@]}"; do
 	f=$(grep -c '^not ok ' "$results/$s.tap" || true)
 	grep '^not ok ' "$results/$s.tap" | sed "s/^/  $s: /" >&2 || true
 	log "suite $s: $p passed, $f failed in $(($(date +%s) - t0)) s"
+	times+=("$(printf '%-12s %5d s  %4d passed  %3d failed' "$s" $(($(date +%s) - t0)) "$p" "$f")")
 	passed=$((passed + p)) failed=$((failed + f))
 done
 log "all suites done in $(($(date +%s) - t_all)) s; TAP in $results"
+printf '  %s\n' "${times[@]}" >&2
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -90,14 +90,21 @@ kill_tree() {
 # run_emulated_guest NAME CHANNELS TIMEOUT GUEST_SCRIPT [guest-run options]
 # Boots the guest NAME with one emulator process serving CHANNELS PLX
 # functions (extra emulator arguments in $EMU_ARGS) and the guest dmatest
-# helpers; returns guest-run.sh's status.
+# helpers; returns guest-run.sh's status.  $GUEST_PARAMS, a list of
+# NAME=VALUE words, becomes /guest/params.sh, which the guest's lib.sh
+# sources: that is how `make soak` gives the same guest scripts longer runs.
 run_emulated_guest() {
-	local name=$1 n=$2 timeout=$3 script=$4 emu
+	local name=$1 n=$2 timeout=$3 script=$4 emu params rc=0
 	shift 4
 	emu=$("$REPO/scripts/emu-build.sh") || return 1
+	params=$(mktemp "$PLX_CACHE/params.XXXXXX")
+	printf '%s\n' ${GUEST_PARAMS:-} >"$params"
 	"$REPO/scripts/guest-run.sh" -n "$name" -t "$timeout" \
 		-d "emu*$n=exec $emu \$(printf -- '--socket %s ' \$SOCKETS) ${EMU_ARGS:-}" \
-		-a "$REPO/scripts/guest/dmatest.sh:/guest/dmatest.sh" "$@" "$script"
+		-a "$REPO/scripts/guest/dmatest.sh:/guest/dmatest.sh" \
+		-a "$params:/guest/params.sh" "$@" "$script" || rc=$?
+	rm -f "$params"
+	return "$rc"
 }
 
 # guest_points NAME: the TAP lines a guest run reported.

@@ -4,6 +4,9 @@
 
 failures=0
 
+# The run's parameters (NAME=VALUE lines from $GUEST_PARAMS on the host).
+[ -r /guest/params.sh ] && . /guest/params.sh
+
 ok() { echo "ok - $*"; }
 not_ok() { echo "not ok - $*"; failures=$((failures + 1)); }
 

@@ -3,8 +3,16 @@
 . "$(dirname "$0")/../lib.sh"
 . "$REPO/scripts/guest/lib.sh"
 
+# make check: 5,000 verified 16 KiB copies a channel and 100 of 1 MiB;
+# make soak: 250,000 a channel (1,000,000 in all) and 1,000 of 1 MiB, or
+# SOAK_COPIES and SOAK_BIG_COPIES.
+timeout=1800
+if [ -n "${PLX_SOAK:-}" ]; then
+	export GUEST_PARAMS="ITERS=${SOAK_COPIES:-250000} BIG_ITERS=${SOAK_BIG_COPIES:-1000}"
+	timeout=$((3600 + ${SOAK_COPIES:-250000} / 30))
+fi
 rc=0
-run_emulated_guest driver 4 3600 "$REPO/scripts/suites/driver.guest.sh" || rc=$?
+run_emulated_guest driver 4 "$timeout" "$REPO/scripts/suites/driver.guest.sh" || rc=$?
 guest_points driver
 check "driver guest ran to the end with status 0, no splat" test "$rc" -eq 0
 finish

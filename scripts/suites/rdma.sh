@@ -33,8 +33,14 @@ extras+=(-a "$vout/verbs_fuzz:/usr/local/bin/verbs_fuzz")
 extras+=(-a "$vout/plx_rdma_write:/usr/local/bin/plx_rdma_write")
 extras+=(-a "$REPO/scripts/guest/verbs_diff.sh:/guest/verbs_diff.sh")
 extras+=(-a "$REPO/tools/testing/selftests/drivers/infiniband/plx_rdma/rxe_divergences:/guest/rxe_divergences")
+# make soak: ten times the hostile verbs, or SOAK_FUZZ_OPS.
+timeout=1200
+if [ -n "${PLX_SOAK:-}" ]; then
+	export GUEST_PARAMS="PLX_FUZZ_OPS=${SOAK_FUZZ_OPS:-200000}"
+	timeout=$((1200 + ${SOAK_FUZZ_OPS:-200000} / 20))
+fi
 rc=0
-run_emulated_guest rdma 2 1200 "$REPO/scripts/suites/rdma.guest.sh" "${extras[@]}" || rc=$?
+run_emulated_guest rdma 2 "$timeout" "$REPO/scripts/suites/rdma.guest.sh" "${extras[@]}" || rc=$?
 guest_points rdma
 check "rdma guest ran to the end with status 0, no splat" test "$rc" -eq 0
 finish
