@@ -28,6 +28,13 @@
 
 #include "kselftest_harness.h"
 
+/*
+ * The run's length is PLX_FUZZ_OPS, not a time: make soak runs ten times
+ * the default, which the harness's 30 s would cut short.
+ */
+#undef TEST_TIMEOUT_DEFAULT
+#define TEST_TIMEOUT_DEFAULT 3600
+
 #define NPD 3
 #define NCQ 4
 #define NMR 24
