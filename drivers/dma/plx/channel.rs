@@ -25,7 +25,10 @@
 //!   may poll, terminate, prepare and submit on its own channel, as
 //!   dmaengine allows. A descriptor is recycled only after its callback
 //!   ran, and only once the client acked it (`DMA_CTRL_ACK`).
-//! - The hard IRQ handler touches neither: it acknowledges the interrupt and
+//! - `recovery` (a mutex) serializes recoveries, which run in process
+//!   context only (the IRQ thread, the watchdog's work item) and sleep
+//!   while the engine stops. It is taken before the other two.
+//! - The hard IRQ handler touches none: it acknowledges the interrupt and
 //!   wakes the IRQ thread, which reaps.
 
 use crate::{
@@ -44,17 +47,23 @@ use kernel::{
     device::{Bound, Device},
     devres::Devres,
     dma::{Coherent, DmaAddress},
-    io::{io_read, io_write, poll::read_poll_timeout_atomic, register::Register, Io},
-    new_spinlock_irq,
+    io::{
+        io_read, io_write,
+        poll::{read_poll_timeout, read_poll_timeout_atomic},
+        register::Register,
+        Io,
+    },
+    new_mutex, new_spinlock_irq, new_work,
     pci::DevresBar,
     prelude::*,
     sync::{
         aref::ARef,
         atomic::{AtomicFlag, Relaxed},
         barrier::{dma_mb, Write},
-        Arc, SpinLockIrq,
+        Arc, Mutex, SpinLockIrq,
     },
     time::{delay::fsleep, hrtimer::HrTimer, Delta},
+    workqueue::Work,
 };
 use pin_init::Zeroable;
 use watchdog::WatchdogState;
@@ -196,6 +205,16 @@ enum Drain {
     AbortBefore(u32),
 }
 
+/// How a caller of [`PlxChannel::stop_engine`] may wait for the engine.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Process context: sleep between polls.
+    Sleep,
+    /// Possibly atomic context (`device_terminate_all` may be called from
+    /// a completion callback): spin between polls.
+    Spin,
+}
+
 /// A DMA channel of one PCI function.
 #[pin_data]
 pub(crate) struct PlxChannel {
@@ -210,13 +229,17 @@ pub(crate) struct PlxChannel {
     completions: SpinLockIrq<Completions>,
     /// Set by the hard IRQ handler when the engine reported an error.
     error_pending: AtomicFlag,
-    /// Serializes recoveries: the IRQ thread and the watchdog may both
-    /// decide to recover. Taken before `completions`.
+    /// Serializes recoveries: the IRQ thread and the watchdog's work item
+    /// may both decide to recover. Both run in process context, and a
+    /// recovery sleeps while the engine stops. Taken before `completions`.
     #[pin]
-    recovery: SpinLockIrq<()>,
+    recovery: Mutex<()>,
     /// Ticks of the stall watchdog (see [`Watchdog`]).
     #[pin]
     watchdog_timer: HrTimer<Self>,
+    /// Recovers from a stall the watchdog found (see [`Watchdog`]).
+    #[pin]
+    recovery_work: Work<Self>,
     /// Half the watchdog timeout; `None` when the watchdog is off.
     watchdog_period: Option<Delta>,
     pub(crate) stats: Stats,
@@ -282,8 +305,9 @@ impl PlxChannel {
                     "plx_dma_completions"
                 ),
                 error_pending: AtomicFlag::new(false),
-                recovery <- new_spinlock_irq!((), "plx_dma_recovery"),
+                recovery <- new_mutex!((), "plx_dma_recovery"),
                 watchdog_timer <- HrTimer::new(),
+                recovery_work <- new_work!("plx_dma_recovery_work"),
                 watchdog_period,
                 stats: Stats::new(),
             }),
@@ -344,53 +368,79 @@ impl PlxChannel {
     /// may have its descriptors reported aborted, since their clients then
     /// free the buffers. Returns `false` for an engine that did neither:
     /// the channel is declared dead and its descriptors stay outstanding.
+    ///
+    /// Waits up to a second for the pause and 100 ms for the abort,
+    /// sleeping between polls where `wait` allows it.
     #[must_use]
-    fn stop_engine(&self) -> bool {
+    fn stop_engine(&self, wait: Wait) -> bool {
         self.state.lock().attached = false;
-        let Some(bar) = self.bar.try_access() else {
+        // The BAR is taken anew for each access, never across a wait: its
+        // guard is an RCU read-side section, where nothing may sleep.
+        let read_ctrl = || {
+            self.bar
+                .try_access()
+                .map(|bar| bar.read(regs::CTRL))
+                .ok_or(ENODEV)
+        };
+        let Ok(ctrl) = read_ctrl() else {
             // The device is gone (its bus mastering with it).
             return true;
         };
-        let ctrl = bar.read(regs::CTRL);
         if u32::from(ctrl) & !u32::from(regs::CTRL::zeroed().with_graceful_pause(true)) == 0 {
             // Never started since reset.
             return true;
         }
-        // Polls CTRL every 10 us until `done` holds, `polls` times at most.
-        let wait_ctrl = |done: fn(&regs::CTRL) -> bool, polls| {
-            read_poll_timeout_atomic(
-                || Ok(bar.read(regs::CTRL)),
+        // Polls CTRL every 10 us until `done` holds, for `ms` at most.
+        // `ENODEV`: the device went away meanwhile.
+        let wait_ctrl = |done: fn(&regs::CTRL) -> bool, ms: i64| match wait {
+            Wait::Sleep => read_poll_timeout(
+                read_ctrl,
                 done,
                 Delta::from_micros(10),
-                polls,
-            )
+                Delta::from_millis(ms),
+            ),
+            Wait::Spin => {
+                read_poll_timeout_atomic(read_ctrl, done, Delta::from_micros(10), ms as usize * 100)
+            }
         };
         let pause = regs::CTRL::clear_status().with_graceful_pause(true);
-        bar.write_reg(pause);
-        let paused = wait_ctrl(|c| c.graceful_pause_done(), 100_000);
-        if paused.is_err() {
-            dev_err!(
-                self.dev,
-                "timeout waiting for graceful pause: aborting the engine\n"
-            );
-            bar.write_reg(pause.with_abort(true));
-            let aborted = wait_ctrl(|c| c.abort_done(), 10_000);
-            if aborted.is_err() {
+        if let Some(bar) = self.bar.try_access() {
+            bar.write_reg(pause);
+        }
+        match wait_ctrl(|c| c.graceful_pause_done(), 1000) {
+            Ok(_) => {}
+            Err(e) if e == ENODEV => return true,
+            Err(_) => {
                 dev_err!(
                     self.dev,
-                    "the engine neither paused nor aborted: channel declared dead, its descriptors stay outstanding\n"
+                    "timeout waiting for graceful pause: aborting the engine\n"
                 );
-                let mut st = self.state.lock();
-                st.dead = true;
-                st.active = false;
-                return false;
+                if let Some(bar) = self.bar.try_access() {
+                    bar.write_reg(pause.with_abort(true));
+                }
+                match wait_ctrl(|c| c.abort_done(), 100) {
+                    Ok(_) => {}
+                    Err(e) if e == ENODEV => return true,
+                    Err(_) => {
+                        dev_err!(
+                            self.dev,
+                            "the engine neither paused nor aborted: channel declared dead, its descriptors stay outstanding\n"
+                        );
+                        let mut st = self.state.lock();
+                        st.dead = true;
+                        st.active = false;
+                        return false;
+                    }
+                }
             }
         }
-        bar.write_reg(pause);
-        bar.write_reg(regs::RING_COUNT::zeroed());
-        bar.write_reg(regs::RING_ADDR::zeroed());
-        bar.write_reg(regs::RING_ADDR_HI::zeroed());
-        bar.write_reg(regs::RING_NEXT_ADDR::zeroed());
+        if let Some(bar) = self.bar.try_access() {
+            bar.write_reg(pause);
+            bar.write_reg(regs::RING_COUNT::zeroed());
+            bar.write_reg(regs::RING_ADDR::zeroed());
+            bar.write_reg(regs::RING_ADDR_HI::zeroed());
+            bar.write_reg(regs::RING_NEXT_ADDR::zeroed());
+        }
         true
     }
 
@@ -513,8 +563,8 @@ impl PlxChannel {
     ///
     /// `EIO` when the engine could not be stopped: nothing is aborted then,
     /// since the engine may still write the buffers.
-    fn stop_and_abort(&self) -> Result {
-        if !self.stop_engine() {
+    fn stop_and_abort(&self, wait: Wait) -> Result {
+        if !self.stop_engine(wait) {
             return Err(EIO);
         }
         self.drain(Drain::All);
@@ -539,7 +589,7 @@ impl PlxChannel {
             why,
             bound.wrapping_sub(tail)
         );
-        if !self.stop_engine() {
+        if !self.stop_engine(Wait::Sleep) {
             // Dead: its copies stay outstanding, see `stop_engine`.
             return;
         }
@@ -584,7 +634,9 @@ impl PlxChannel {
             st.dead = true;
             st.active = false;
         }
-        if self.stop_and_abort().is_err() {
+        // A recovery the watchdog queued would race with this one.
+        self.wait_recovery_idle();
+        if self.stop_and_abort(Wait::Sleep).is_err() {
             // Clients were told at the removal watch, before this: the
             // descriptors end now, as the device loses bus mastering.
             self.drain(Drain::All);
@@ -629,7 +681,7 @@ impl ChannelOps for PlxChannel {
 
     fn free_resources(&self) {
         self.state.lock().active = false;
-        if self.stop_and_abort().is_err() {
+        if self.stop_and_abort(Wait::Sleep).is_err() {
             // The client is gone; its terminate already failed, so it kept
             // its buffers. The descriptors must end before the pool goes.
             self.drain(Drain::All);
@@ -746,7 +798,7 @@ impl ChannelOps for PlxChannel {
 
     fn terminate_all(&self) -> Result {
         let active = self.state.lock().active;
-        self.stop_and_abort()?;
+        self.stop_and_abort(Wait::Spin)?;
         if active {
             self.restart()?;
         }

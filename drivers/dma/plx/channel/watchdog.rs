@@ -14,21 +14,26 @@
 //!   error interrupt: the unfinished copies are aborted and the ring
 //!   restarts.
 //!
-//! The callback runs in softirq context, where dmaengine clients expect
-//! their callbacks anyway.
+//! The tick runs in softirq context, where dmaengine clients expect their
+//! callbacks anyway. The recovery does not: stopping a stalled engine may
+//! take a second (a pause, then an abort), which a softirq must not spend
+//! spinning, so the tick queues a work item that recovers in process
+//! context, sleeping while it waits for the engine.
 
 use super::{Drain, PlxChannel};
 use crate::stats::Stats;
 use kernel::{
-    impl_has_hr_timer,
+    impl_has_hr_timer, impl_has_work,
     sync::{Arc, ArcBorrow},
     time::{
+        delay::fsleep,
         hrtimer::{
             ArcHrTimerHandle, HrTimerCallback, HrTimerCallbackContext, HrTimerPointer,
             HrTimerRestart, RelativeSoftMode,
         },
         Delta, Monotonic,
     },
+    workqueue::{self, WorkItem},
 };
 
 /// Ticks without progress before the engine is declared stalled. Ticks
@@ -43,6 +48,8 @@ pub(super) struct WatchdogState {
     last_tail: u32,
     /// Consecutive ticks with work in flight and no progress.
     stale: u32,
+    /// The recovery work item is queued or running.
+    recovery_queued: bool,
 }
 
 /// The running watchdog of a channel: dropping it stops the timer and
@@ -79,6 +86,30 @@ impl PlxChannel {
     }
 }
 
+impl PlxChannel {
+    /// Queues the recovery work item, unless it is queued already or the
+    /// channel is shutting down.
+    fn queue_recovery(this: ArcBorrow<'_, Self>) {
+        {
+            let mut st = this.state.lock();
+            if st.dead || st.watchdog.recovery_queued {
+                return;
+            }
+            st.watchdog.recovery_queued = true;
+        }
+        // Cannot be queued already: `recovery_queued` was clear.
+        let _ = workqueue::system_long().enqueue(Arc::from(this));
+    }
+
+    /// Waits until no recovery work item is queued or running. The
+    /// channel must be marked dead first, so that no tick queues another.
+    pub(super) fn wait_recovery_idle(&self) {
+        while self.state.lock().watchdog.recovery_queued {
+            fsleep(Delta::from_millis(1));
+        }
+    }
+}
+
 impl HrTimerCallback for PlxChannel {
     type Pointer<'a> = Arc<Self>;
 
@@ -88,17 +119,34 @@ impl HrTimerCallback for PlxChannel {
         }
         if this.watchdog_tick() {
             Stats::bump(&this.stats.stalls);
-            let ms = this.watchdog_period.map_or(0, |p| p.as_millis() * 2);
-            this.recover(format_args!("no progress for {ms} ms"));
-            // The abort moved `tail`: that is no progress of the engine's.
-            let mut st = this.state.lock();
-            st.watchdog.last_tail = st.tail;
+            Self::queue_recovery(this);
         }
         if let Some(period) = this.watchdog_period {
             ctx.forward_now(period);
         }
         HrTimerRestart::Restart
     }
+}
+
+impl WorkItem for PlxChannel {
+    type Pointer = Arc<Self>;
+
+    /// Recovers the stalled channel, in process context.
+    fn run(this: Arc<Self>) {
+        if !this.state.lock().dead {
+            let ms = this.watchdog_period.map_or(0, |p| p.as_millis() * 2);
+            this.recover(format_args!("no progress for {ms} ms"));
+        }
+        let mut st = this.state.lock();
+        // The abort moved `tail`: that is no progress of the engine's.
+        st.watchdog.last_tail = st.tail;
+        st.watchdog.stale = 0;
+        st.watchdog.recovery_queued = false;
+    }
+}
+
+impl_has_work! {
+    impl HasWork<Self> for PlxChannel { self.recovery_work }
 }
 
 impl_has_hr_timer! {
