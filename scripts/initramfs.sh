@@ -23,7 +23,10 @@ cp "$ROOTFS/usr/bin/busybox" "$stage/bin/busybox"
 cp "$REPO/scripts/guest/init" "$stage/init"
 cp "$script" "$stage/guest/run.sh"
 cp "$REPO/scripts/guest/lib.sh" "$stage/guest/lib.sh"
-chmod 755 "$stage/init" "$stage/guest/run.sh"
+# The root is mktemp's (0700): open it to every user, as a root file
+# system is, for the tests that run as an ordinary user.
+chmod 755 "$stage" "$stage/init" "$stage/guest/run.sh"
+chmod 1777 "$stage/tmp"
 cp -a "$kb/modinst/lib/modules/$kver" "$stage/lib/modules/"
 rm -f "$stage/lib/modules/$kver/build" "$stage/lib/modules/$kver/source"
 mkdir -p "$stage/lib/modules/$kver/extra"

@@ -22,6 +22,7 @@
 struct rust_user_dma {
 	struct device *dev;		/* NULL: pinned only, for CPU access */
 	unsigned int offset;		/* of the range in its first page */
+	size_t len;			/* of the range, in bytes */
 	/* Charged with npages in pinned_vm until unmap (held by mmgrab). */
 	struct mm_struct *mm;
 	struct page **pages;
@@ -46,6 +47,8 @@ static int rust_user_dma_charge(struct mm_struct *mm, unsigned long npages)
 	}
 	return 0;
 }
+
+static int rust_user_dma_map_pages(struct rust_user_dma *ud, struct device *dev);
 
 /*
  * Pins [uaddr, uaddr + len) (writable unless @dir is DMA_TO_DEVICE) and,
@@ -95,8 +98,6 @@ struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
 		*err = -ENOMEM;
 		return NULL;
 	}
-	/* Held until unmap: the mapping is torn down through this device. */
-	ud->dev = dev ? get_device(dev) : NULL;
 	ud->dir = dir;
 	ud->offset = offset;
 	ud->pages = kvmalloc_array(npages, sizeof(*ud->pages), GFP_KERNEL_ACCOUNT);
@@ -124,21 +125,14 @@ struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
 		ret = -EFAULT;
 		goto unpin;
 	}
+	ud->len = len;
 	if (!dev)
 		return ud;
-	ret = sg_alloc_table_from_pages_segment(&ud->sgt, ud->pages, npages,
-						offset, len,
-						dma_get_max_seg_size(dev),
-						GFP_KERNEL);
+	ret = rust_user_dma_map_pages(ud, dev);
 	if (ret)
 		goto unpin;
-	ret = dma_map_sgtable(dev, &ud->sgt, ud->dir, 0);
-	if (ret)
-		goto free_sgt;
 	return ud;
 
-free_sgt:
-	sg_free_table(&ud->sgt);
 unpin:
 	unpin_user_pages(ud->pages, ud->npages);
 uncharge:
@@ -148,11 +142,46 @@ drop_mm:
 free_pages:
 	kvfree(ud->pages);
 free_ud:
-	if (ud->dev)
-		put_device(ud->dev);
 	kfree(ud);
 	*err = ret;
 	return NULL;
+}
+
+/*
+ * Maps the pinned pages of @ud, which has no mapping yet, for @dev. On
+ * failure nothing is mapped and @ud stays pinned for the CPU only.
+ */
+static int rust_user_dma_map_pages(struct rust_user_dma *ud, struct device *dev)
+{
+	int ret;
+
+	ret = sg_alloc_table_from_pages_segment(&ud->sgt, ud->pages, ud->npages,
+						ud->offset, ud->len,
+						dma_get_max_seg_size(dev),
+						GFP_KERNEL);
+	if (ret)
+		return ret;
+	ret = dma_map_sgtable(dev, &ud->sgt, ud->dir, 0);
+	if (ret) {
+		sg_free_table(&ud->sgt);
+		return ret;
+	}
+	/* Held until unmap: the mapping is torn down through this device. */
+	ud->dev = get_device(dev);
+	return 0;
+}
+
+/*
+ * Maps a range pinned without a device (rust_user_dma_map() with @dev
+ * NULL) for @dev. This touches no user memory, so a caller may pin without
+ * its locks (pinning can wait on page faults for as long as user space
+ * wants) and map under them. -EBUSY if @ud is mapped already.
+ */
+int rust_user_dma_attach(struct rust_user_dma *ud, struct device *dev)
+{
+	if (ud->dev)
+		return -EBUSY;
+	return rust_user_dma_map_pages(ud, dev);
 }
 
 /* DMA segments of the mapping (the IOMMU may have merged pages). */

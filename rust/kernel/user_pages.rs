@@ -36,6 +36,7 @@ mod ffi {
             longterm: bool,
             err: *mut c_int,
         ) -> *mut c_void;
+        pub(super) fn rust_user_dma_attach(ud: *mut c_void, dev: *mut c_void) -> c_int;
         pub(super) fn rust_user_dma_nents(ud: *const c_void) -> c_uint;
         pub(super) fn rust_user_dma_segments(
             ud: *const c_void,
@@ -190,6 +191,37 @@ impl UserDma {
             len,
             access,
         };
+        this.load_segments()?;
+        Ok(this)
+    }
+
+    /// Maps a range pinned for the CPU only ([`Self::pin`]) for `dev`,
+    /// which gives it its DMA segments.
+    ///
+    /// Pinning may wait on page faults for as long as user space wants
+    /// (userfaultfd, FUSE); mapping touches no user memory. So a caller can
+    /// pin without holding its locks and map under them.
+    ///
+    /// Errors: `EBUSY` if the range is mapped already, or the error of the
+    /// DMA API (the range then stays pinned, unmapped).
+    pub fn attach(&mut self, dev: &Device) -> Result {
+        if !self.segments.is_empty() {
+            return Err(EBUSY);
+        }
+        let dev_ptr = core::ptr::from_ref(dev).cast_mut().cast::<c_void>();
+        // SAFETY: `raw` is live and owned (type invariant); `dev_ptr` is a
+        // valid device for the call, and the helper takes its own reference
+        // for as long as the mapping lives.
+        let ret = unsafe { ffi::rust_user_dma_attach(self.raw.as_ptr(), dev_ptr) };
+        if ret < 0 {
+            return Err(Error::from_errno(ret));
+        }
+        self.load_segments()
+    }
+
+    /// Reads the DMA segments of the mapping into `self.segments`.
+    fn load_segments(&mut self) -> Result {
+        let raw = self.raw;
         // SAFETY: `raw` is live (type invariant).
         let n = unsafe { ffi::rust_user_dma_nents(raw.as_ptr()) } as usize;
         let mut addrs = KVec::<DmaAddress>::with_capacity(n, GFP_KERNEL)?;
@@ -208,11 +240,12 @@ impl UserDma {
             addrs.inc_len(got.min(n));
             lens.inc_len(got.min(n));
         }
-        this.segments = KVec::with_capacity(addrs.len(), GFP_KERNEL)?;
+        let mut segments = KVec::with_capacity(addrs.len(), GFP_KERNEL)?;
         for (&addr, &len) in addrs.iter().zip(lens.iter()) {
-            this.segments.push(Segment { addr, len }, GFP_KERNEL)?;
+            segments.push(Segment { addr, len }, GFP_KERNEL)?;
         }
-        Ok(this)
+        self.segments = segments;
+        Ok(())
     }
 
     /// The DMA segments, in address order of the user range (none when

@@ -4,14 +4,19 @@
 //! channel.
 //!
 //! A dmaengine *client*: each open file takes one memcpy channel (any, or
-//! one by name) from whichever provider offers it, `rust_plx_dma` or the C
-//! `plx_dma`. User buffers are pinned, mapped through the DMA API (and so
+//! one by name) for itself, from any provider whose channels can be
+//! terminated (`rust_plx_dma`, not the C `plx_dma`). Channels are a scarce
+//! system resource held exclusively, so only a file opened with
+//! `CAP_SYS_RAWIO` may take one. User buffers are pinned, mapped through the DMA API (and so
 //! the IOMMU), split into descriptors at segment boundaries and copied by
 //! the engine; see `include/uapi/linux/plx_dma_copy.h` and
 //! `Documentation/userspace-api/plx_dma_copy.rst`.
 
 // The abstractions are shared source, written with the visibility they
 // would have in `rust/kernel`; this module uses part of them.
+#[expect(unreachable_pub)]
+#[path = "../../../../rust/kernel/capability.rs"]
+mod capability;
 #[expect(unreachable_pub)]
 #[allow(dead_code)]
 #[path = "../../../../rust/kernel/dmaengine/mod.rs"]
@@ -27,6 +32,7 @@ mod job;
 mod pins;
 mod tracker;
 
+use capability::Capability;
 use file::CopyFile;
 use job::Limits;
 use kernel::{
@@ -91,11 +97,14 @@ struct CopyDevice;
 impl MiscDevice for CopyDevice {
     type Ptr = Arc<CopyFile>;
 
-    fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Self::Ptr> {
-        CopyFile::new(Limits {
-            max_len: file::MAX_LEN,
-            max_pinned_pages: u64::from(module_parameters::max_pinned_pages.value()),
-        })
+    fn open(file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Self::Ptr> {
+        CopyFile::new(
+            Limits {
+                max_len: file::MAX_LEN,
+                max_pinned_pages: u64::from(module_parameters::max_pinned_pages.value()),
+            },
+            capability::file_capable(file, Capability::SysRawio),
+        )
     }
 
     fn release(me: Arc<CopyFile>, _file: &File) {

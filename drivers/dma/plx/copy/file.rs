@@ -5,11 +5,16 @@
 //!
 //! # Locking
 //!
-//! `state` (a mutex) serializes submission, reaping and cleanup of the
-//! file's copies; it is held while pinning and queueing, never while a
-//! synchronous copy waits, so threads sharing the file copy concurrently.
-//! The [`Tracker`] has its own spinlock for what completion callbacks
-//! update.
+//! `state` (a mutex) guards the file's channel and copies. Device removal
+//! takes it from the bus notifier, so it is never held across an access
+//! to user memory or a wait that user space controls: requests are read,
+//! and pages pinned, before it is taken (pinning can wait on a
+//! userfaultfd or FUSE fault for as long as user space wants), mapping
+//! happens under it, waits for ring space drop it, and completions and
+//! counters are written to user space after it is released. `reaping`
+//! serializes reapers, and is held while completions are written out, so
+//! that each completion is reported once. The [`Tracker`] has its own
+//! spinlock for what completion callbacks update.
 //!
 //! # Device removal
 //!
@@ -23,10 +28,12 @@ use crate::{
     abi::{self, Arg, Command, CopyReq, Out, CHAN_NAME_LEN},
     dmaengine::client::{MemcpyChannel, RemovalSink, RemovalWatch},
     job::{Job, Limits},
+    pins::FilePins,
     tracker::{Outcome, Tracker, WaitEnd},
     user_pages::PinDuration,
 };
 use kernel::{
+    alloc::flags::GFP_KERNEL_ACCOUNT,
     new_mutex,
     prelude::*,
     str::CStr,
@@ -62,11 +69,6 @@ struct FileState {
 impl FileState {
     fn in_flight(&self) -> usize {
         self.jobs.len() - self.free.len()
-    }
-
-    /// Pages this file's copies hold pinned now.
-    fn pinned_pages(&self) -> u64 {
-        self.jobs.iter().flatten().map(Job::pinned_pages).sum()
     }
 
     /// Stops the channel so that no queued copy touches its memory any
@@ -121,18 +123,27 @@ impl FileState {
 pub(crate) struct CopyFile {
     #[pin]
     state: Mutex<FileState>,
+    /// Held by the one thread reaping (see the module's locking notes).
+    #[pin]
+    reaping: Mutex<()>,
     tracker: Arc<Tracker>,
+    /// The pages this file's copies hold reserved (and pinned).
+    pins: Arc<FilePins>,
     limits: Limits,
+    /// Opened with `CAP_SYS_RAWIO`: may take a channel.
+    may_take_channel: bool,
 }
 
 impl CopyFile {
-    pub(crate) fn new(limits: Limits) -> Result<Arc<Self>> {
-        let tracker = Arc::pin_init(Tracker::new(MAX_IN_FLIGHT)?, GFP_KERNEL)?;
-        let mut jobs = KVec::with_capacity(MAX_IN_FLIGHT, GFP_KERNEL)?;
-        let mut free = KVec::with_capacity(MAX_IN_FLIGHT, GFP_KERNEL)?;
+    /// A file with no channel yet; `may_take_channel` says whether its
+    /// opener had `CAP_SYS_RAWIO`.
+    pub(crate) fn new(limits: Limits, may_take_channel: bool) -> Result<Arc<Self>> {
+        let tracker = Arc::pin_init(Tracker::new(MAX_IN_FLIGHT)?, GFP_KERNEL_ACCOUNT)?;
+        let mut jobs = KVec::with_capacity(MAX_IN_FLIGHT, GFP_KERNEL_ACCOUNT)?;
+        let mut free = KVec::with_capacity(MAX_IN_FLIGHT, GFP_KERNEL_ACCOUNT)?;
         for i in (0..MAX_IN_FLIGHT).rev() {
-            jobs.push(None, GFP_KERNEL)?;
-            free.push(i, GFP_KERNEL)?;
+            jobs.push(None, GFP_KERNEL_ACCOUNT)?;
+            free.push(i, GFP_KERNEL_ACCOUNT)?;
         }
         Arc::pin_init(
             try_pin_init!(Self {
@@ -147,10 +158,13 @@ impl CopyFile {
                     failed: 0,
                     bytes: 0,
                 }, "plx_dma_copy_file"),
+                reaping <- new_mutex!((), "plx_dma_copy_reaping"),
                 tracker,
+                pins: FilePins::new()?,
                 limits,
+                may_take_channel,
             }),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )
     }
 
@@ -171,7 +185,13 @@ impl CopyFile {
     ///
     /// The watch is registered without the file's lock: its callback takes
     /// that lock under the bus's notifier lock.
+    ///
+    /// `EPERM` for a file opened without `CAP_SYS_RAWIO`: a channel is held
+    /// exclusively, and an unprivileged opener could take them all.
     fn attach_channel(this: &Arc<Self>, name: Option<&CStr>, any_is_fine: bool) -> Result {
+        if !this.may_take_channel {
+            return Err(EPERM);
+        }
         {
             let st = this.state.lock();
             if st.gone {
@@ -228,20 +248,21 @@ impl CopyFile {
     fn info(&self, arg: usize) -> Result<isize> {
         use abi::info as f;
         let a: Arg<{ f::SIZE }> = abi::read_sized(arg, f::MIN)?;
-        let st = self.state.lock();
         let mut out = Out::from_arg(&a);
+        let st = self.state.lock();
         out.put_u32(f::ABI_VERSION, abi::ABI_VERSION);
         out.put_u64(f::MAX_LEN, self.limits.max_len);
         out.put_u32(f::MAX_BATCH, MAX_BATCH);
         out.put_u32(f::MAX_IN_FLIGHT, MAX_IN_FLIGHT as u32);
         out.put_u64(f::MAX_PINNED, self.limits.max_pinned_pages);
         // This file's pages only: another user's activity is not its to see.
-        out.put_u64(f::PINNED, st.pinned_pages());
+        out.put_u64(f::PINNED, self.pins.pages());
         out.put_bytes(f::CHANNEL, &st.chan_name);
         out.put_u64(f::COPIES, st.copies);
         out.put_u64(f::FAILED, st.failed);
         out.put_u64(f::BYTES, st.bytes);
         out.put_u32(f::IN_FLIGHT, st.in_flight() as u32);
+        drop(st);
         out.write(arg, a.size)?;
         Ok(0)
     }
@@ -260,40 +281,42 @@ impl CopyFile {
 
     /// Pins, maps and queues one copy in a free slot, which `tracker`
     /// follows. Returns the slot. The caller rings the doorbell.
-    fn queue(
-        &self,
-        st: &mut FileState,
-        req: CopyReq,
-        duration: PinDuration,
-        for_reap: bool,
-    ) -> Result<usize> {
-        if st.free.is_empty() {
-            return Err(EAGAIN);
-        }
-        let limits = self.limits;
+    ///
+    /// The pages are pinned before `state` is taken, and `state` is let go
+    /// while waiting for ring space; the copy sits in its slot by then, so
+    /// a removal meanwhile unmaps it, and the rest of it is not queued.
+    fn queue(&self, req: CopyReq, duration: PinDuration, for_reap: bool) -> Result<usize> {
+        let mut job = Job::pin(req, self.limits, duration, &self.pins)?;
+        let mut st = self.state.lock();
         if st.gone {
             return Err(ENODEV);
         }
         let chan = st.chan.as_ref().ok_or(ENODEV)?;
-        let job = Job::map(chan, req, limits, duration, st.pinned_pages())?;
+        job.map(chan)?;
         let max_seg = chan.max_segment();
-        let (count, bytes) = job
-            .chunks(max_seg)
-            .fold((0u32, 0u64), |(n, b), c| (n + 1, b + u64::from(c.len)));
-        if bytes != req.len {
+        let mut chunks = KVec::new();
+        for c in job.chunks(max_seg) {
+            chunks.push(c, GFP_KERNEL_ACCOUNT)?;
+        }
+        if chunks.iter().map(|c| u64::from(c.len)).sum::<u64>() != req.len {
             // The mappings do not cover the range: never copy part of it.
             return Err(EFAULT);
         }
         let Some(slot) = st.free.pop() else {
             return Err(EAGAIN);
         };
+        let count = chunks.len() as u32;
         let tag = self.tracker.arm(slot, count, for_reap);
+        st.jobs[slot] = Some(job);
         let mut sent = 0u32;
         let mut failure = None;
-        for (i, c) in job.chunks(max_seg).enumerate() {
-            let last = i + 1 == count as usize;
+        for (i, c) in chunks.iter().enumerate() {
+            let last = i + 1 == chunks.len();
             let res = loop {
-                let chan = st.chan.as_ref().ok_or(ENODEV)?;
+                // Checked again after every wait: a removal may have come.
+                let Some(chan) = st.chan.as_ref().filter(|_| !st.gone) else {
+                    break Err(ENODEV);
+                };
                 match chan.submit(c.dst, c.src, c.len as usize, last, &self.tracker, tag.raw()) {
                     Err(e) if e == ENOSPC => {
                         // The provider's descriptors are all in use. This
@@ -303,7 +326,10 @@ impl CopyFile {
                             break Err(ENODEV);
                         }
                         chan.issue_pending();
-                        match self.tracker.wait_any_progress(RING_WAIT_MS) {
+                        drop(st);
+                        let waited = self.tracker.wait_any_progress(RING_WAIT_MS);
+                        st = self.state.lock();
+                        match waited {
                             Ok(()) => continue,
                             Err(WaitEnd::Interrupted) => break Err(EINTR),
                             Err(WaitEnd::TimedOut) => break Err(EAGAIN),
@@ -319,34 +345,38 @@ impl CopyFile {
             sent += 1;
         }
         match failure {
-            None => {}
+            None => Ok(slot),
             Some(e) if sent == 0 => {
                 self.tracker.arm(slot, 0, false);
+                let job = st.jobs[slot].take();
                 let _ = st.free.push_within_capacity(slot);
-                return Err(e);
+                drop(st);
+                // Unpinned without the lock.
+                drop(job);
+                Err(e)
             }
             Some(e) => {
                 // Part of the copy is queued: it runs, and the copy ends
                 // with the error once it has.
                 self.tracker.cut_short(tag, count - sent, e);
+                Ok(slot)
             }
         }
-        st.jobs[slot] = Some(job);
-        Ok(slot)
+    }
+
+    /// Rings the doorbell of the file's channel, if it has one.
+    fn issue_pending(&self) {
+        if let Some(c) = &self.state.lock().chan {
+            c.issue_pending();
+        }
     }
 
     fn copy(&self, this: &Arc<Self>, arg: usize) -> Result<isize> {
         let a: Arg<{ abi::copy::SIZE }> = abi::read_sized(arg, abi::copy::MIN)?;
         let req = CopyReq::parse(&a)?;
         Self::attach_channel(this, None, true)?;
-        let slot = {
-            let mut st = self.state.lock();
-            let slot = self.queue(&mut st, req, PinDuration::Short, false)?;
-            if let Some(c) = &st.chan {
-                c.issue_pending();
-            }
-            slot
-        };
+        let slot = self.queue(req, PinDuration::Short, false)?;
+        self.issue_pending();
         let timeout = match req.timeout_ms {
             0 => abi::DEFAULT_TIMEOUT_MS,
             t => t,
@@ -388,31 +418,37 @@ impl CopyFile {
             return Err(E2BIG);
         }
         Self::attach_channel(this, None, true)?;
-        let mut st = self.state.lock();
-        let mut submitted = 0u32;
+        // Every request is read before anything is queued, and without
+        // the file's lock; the ones before the first bad one are queued.
+        let mut reqs = KVec::with_capacity(count as usize, GFP_KERNEL_ACCOUNT)?;
         let mut first_err = None;
         for i in 0..count as usize {
-            let at = copies.checked_add(i * copy_size).ok_or(EFAULT);
-            let queued = at
+            let read = copies
+                .checked_add(i * copy_size)
+                .ok_or(EFAULT)
                 .and_then(|at| {
                     abi::read_with_size::<{ abi::copy::SIZE }>(at, copy_size, abi::copy::MIN)
                 })
-                .and_then(|c| CopyReq::parse(&c))
-                .and_then(|req| self.queue(&mut st, req, PinDuration::Long, true));
-            match queued {
-                Ok(_) => submitted += 1,
+                .and_then(|c| CopyReq::parse(&c));
+            match read {
+                Ok(req) => reqs.push(req, GFP_KERNEL_ACCOUNT)?,
                 Err(e) => {
                     first_err = Some(e);
                     break;
                 }
             }
         }
-        if submitted > 0 {
-            if let Some(c) = &st.chan {
-                c.issue_pending();
+        let mut submitted = 0u32;
+        for req in reqs.iter() {
+            if let Err(e) = self.queue(*req, PinDuration::Long, true) {
+                first_err = Some(e);
+                break;
             }
+            submitted += 1;
         }
-        drop(st);
+        if submitted > 0 {
+            self.issue_pending();
+        }
         if submitted == 0 {
             return Err(first_err.unwrap_or(EINVAL));
         }
@@ -441,23 +477,22 @@ impl CopyFile {
                 Err(WaitEnd::Interrupted) => interrupted = true,
             }
         }
-        let mut st = self.state.lock();
+        let reaping = self.reaping.lock();
         let mut reaped = 0usize;
         while reaped < max {
             let Some((slot, outcome)) = self.tracker.peek_done() else {
                 break;
             };
-            let user_data = st
+            let req = self
+                .state
+                .lock()
                 .jobs
                 .get(slot)
                 .and_then(|j| j.as_ref())
-                .map_or(0, |j| j.req.user_data);
+                .map(|j| j.req);
+            let user_data = req.map_or(0, |r| r.user_data);
             let result = match outcome.error() {
-                None => st
-                    .jobs
-                    .get(slot)
-                    .and_then(|j| j.as_ref())
-                    .map_or(0, |j| j.req.len as i64),
+                None => req.map_or(0, |r| r.len as i64),
                 Some(e) => i64::from(e.to_errno()),
             };
             let at = completions
@@ -471,10 +506,10 @@ impl CopyFile {
                 break;
             }
             self.tracker.pop_done();
-            let _ = st.retire(slot, outcome);
+            let _ = self.state.lock().retire(slot, outcome);
             reaped += 1;
         }
-        drop(st);
+        drop(reaping);
         if reaped == 0 && interrupted {
             return Err(EINTR);
         }

@@ -10,10 +10,10 @@
 use crate::{
     abi::CopyReq,
     dmaengine::client::MemcpyChannel,
-    pins::PinReservation,
+    pins::{FilePins, PinReservation},
     user_pages::{Access, Chunks, PinDuration, SegmentCursor, UserDma},
 };
-use kernel::prelude::*;
+use kernel::{prelude::*, sync::Arc};
 
 /// Limits a copy is checked against.
 #[derive(Clone, Copy)]
@@ -24,35 +24,38 @@ pub(crate) struct Limits {
     pub(crate) max_pinned_pages: u64,
 }
 
-/// A copy whose memory is pinned and mapped until it is reaped or its
+/// A copy whose memory is pinned (then mapped) until it is reaped or its
 /// device goes away; dropping it unmaps and unpins (it may sleep).
 pub(crate) struct Job {
     pub(crate) req: CopyReq,
     mapped: Option<Mapped>,
 }
 
-/// The pinned and mapped memory of a [`Job`].
+/// The pinned memory of a [`Job`], mapped once [`Job::map`] succeeded.
 struct Mapped {
     src: UserDma,
     dst: UserDma,
-    pins: PinReservation,
+    /// Held for its `Drop`: gives the pages back to the file's count.
+    _pins: PinReservation,
 }
 
 impl Job {
-    /// Checks `req`, reserves its pages (for a file that has `file_pinned`
-    /// pinned already) and pins and maps both ranges for `chan`'s device.
+    /// Checks `req`, reserves its pages in `file`'s share and pins both
+    /// ranges, for the CPU only as yet: [`Self::map`] maps them.
+    ///
+    /// This is the part of queueing a copy that touches user memory and so
+    /// may wait on page faults indefinitely: callers hold no lock.
     ///
     /// Errors: `EINVAL` for a zero length or overlapping ranges, `E2BIG`
     /// beyond `limits.max_len`, `EFAULT` for a range that wraps, is not
     /// mapped, or (the destination) is not writable, `EAGAIN` when the
     /// pin bound or the file's share of it is reached, `ENOMEM` beyond the
     /// caller's `RLIMIT_MEMLOCK`.
-    pub(crate) fn map(
-        chan: &MemcpyChannel,
+    pub(crate) fn pin(
         req: CopyReq,
         limits: Limits,
         duration: PinDuration,
-        file_pinned: u64,
+        file: &Arc<FilePins>,
     ) -> Result<Self> {
         if req.len == 0 {
             return Err(EINVAL);
@@ -70,29 +73,33 @@ impl Job {
         }
         let pages = UserDma::pages_spanned(src, len).ok_or(EFAULT)?
             + UserDma::pages_spanned(dst, len).ok_or(EFAULT)?;
-        let pins = PinReservation::take(pages as u64, file_pinned, limits.max_pinned_pages)?;
-        let dev = chan.device();
-        let src_map = UserDma::map(dev, src, len, Access::ToDevice, duration)?;
-        let dst_map = UserDma::map(dev, dst, len, Access::FromDevice, duration)?;
+        let pins = PinReservation::take(pages as u64, file, limits.max_pinned_pages)?;
+        let src_pin = UserDma::pin(src, len, Access::ToDevice, duration)?;
+        let dst_pin = UserDma::pin(dst, len, Access::FromDevice, duration)?;
         Ok(Self {
             req,
             mapped: Some(Mapped {
-                src: src_map,
-                dst: dst_map,
-                pins,
+                src: src_pin,
+                dst: dst_pin,
+                _pins: pins,
             }),
         })
+    }
+
+    /// Maps the pinned ranges for `chan`'s device; touches no user memory.
+    ///
+    /// Errors: `ENODEV` once unmapped, or the error of the DMA API.
+    pub(crate) fn map(&mut self, chan: &MemcpyChannel) -> Result {
+        let m = self.mapped.as_mut().ok_or(ENODEV)?;
+        let dev = chan.device();
+        m.src.attach(dev)?;
+        m.dst.attach(dev)
     }
 
     /// Unmaps and unpins now, keeping what reaping reports. For a device
     /// going away: the copy must be stopped first.
     pub(crate) fn unmap(&mut self) {
         self.mapped = None;
-    }
-
-    /// The pages this copy holds pinned (none once unmapped).
-    pub(crate) fn pinned_pages(&self) -> u64 {
-        self.mapped.as_ref().map_or(0, |m| m.pins.pages())
     }
 
     /// Gives up the copy's memory without unpinning or unmapping it: for a

@@ -12,15 +12,51 @@
 //! itself, see `UserDma`.)
 
 use kernel::{
+    alloc::flags::GFP_KERNEL_ACCOUNT,
     prelude::*,
-    sync::atomic::{Atomic, Relaxed},
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc,
+    },
 };
 
 /// Pages reserved now, all files.
 static PINNED: Atomic<u64> = Atomic::new(0);
 
-/// Pages reserved by one copy; returned on drop.
-pub(crate) struct PinReservation(u64);
+/// Adds `pages` to `counter` unless that takes it beyond `max`.
+fn reserve(counter: &Atomic<u64>, pages: u64, max: u64) -> Result {
+    let mut cur = counter.load(Relaxed);
+    loop {
+        let new = cur.checked_add(pages).filter(|&n| n <= max).ok_or(EAGAIN)?;
+        match counter.cmpxchg(cur, new, Relaxed) {
+            Ok(_) => return Ok(()),
+            Err(seen) => cur = seen,
+        }
+    }
+}
+
+/// The pages one file holds reserved. Counted apart from the file's lock,
+/// so that reserving and pinning need no lock of the file's.
+pub(crate) struct FilePins(Atomic<u64>);
+
+impl FilePins {
+    /// A file's count, at zero.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Ok(Arc::new(Self(Atomic::new(0)), GFP_KERNEL_ACCOUNT)?)
+    }
+
+    /// The pages the file holds reserved now.
+    pub(crate) fn pages(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// Pages reserved by one copy, in its file's count and in the bound of all
+/// files; given back to both on drop.
+pub(crate) struct PinReservation {
+    pages: u64,
+    file: Arc<FilePins>,
+}
 
 impl PinReservation {
     /// The pages one file may hold of the `max` all files may hold.
@@ -28,32 +64,24 @@ impl PinReservation {
         max.div_ceil(2)
     }
 
-    /// Reserves `pages` of the `max` all files may hold, for a file that
-    /// holds `file_held` pages already.
-    pub(crate) fn take(pages: u64, file_held: u64, max: u64) -> Result<Self> {
-        if file_held.saturating_add(pages) > Self::file_share(max) {
-            return Err(EAGAIN);
+    /// Reserves `pages` of the `max` all files may hold for `file`, which
+    /// may hold at most its share of them.
+    pub(crate) fn take(pages: u64, file: &Arc<FilePins>, max: u64) -> Result<Self> {
+        reserve(&file.0, pages, Self::file_share(max))?;
+        if let Err(e) = reserve(&PINNED, pages, max) {
+            file.0.fetch_sub(pages, Relaxed);
+            return Err(e);
         }
-        let mut cur = PINNED.load(Relaxed);
-        loop {
-            let new = cur.checked_add(pages).filter(|&n| n <= max).ok_or(EAGAIN)?;
-            match PINNED.cmpxchg(cur, new, Relaxed) {
-                Ok(_) => return Ok(Self(pages)),
-                Err(seen) => cur = seen,
-            }
-        }
-    }
-}
-
-impl PinReservation {
-    /// The pages this reservation holds.
-    pub(crate) fn pages(&self) -> u64 {
-        self.0
+        Ok(Self {
+            pages,
+            file: file.clone(),
+        })
     }
 }
 
 impl Drop for PinReservation {
     fn drop(&mut self) {
-        PINNED.fetch_sub(self.0, Relaxed);
+        PINNED.fetch_sub(self.pages, Relaxed);
+        self.file.0.fetch_sub(self.pages, Relaxed);
     }
 }

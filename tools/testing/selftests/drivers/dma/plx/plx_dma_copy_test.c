@@ -28,13 +28,17 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <linux/capability.h>
 #include <linux/plx_dma_copy.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
 
 #include "kselftest_harness.h"
 
@@ -553,6 +557,219 @@ TEST_F(dev, pinned_pages_are_per_file)
 }
 
 /*
+ * Completions belong to the open file: a dup()ed descriptor reaps them,
+ * another open file sees none, and each is reported once.
+ */
+TEST_F(dev, reap_through_dup_not_other_file)
+{
+	unsigned char s[4096], d[4096];
+	struct plx_dma_copy c = {
+		.size = sizeof(c), .src = (uintptr_t)s, .dst = (uintptr_t)d,
+		.len = sizeof(s), .user_data = 7,
+	};
+	struct plx_dma_completion done[2];
+	int dupfd = dup(self->fd), other = open_dev();
+
+	ASSERT_LE(0, dupfd);
+	ASSERT_LE(0, other);
+	fill(s, sizeof(s), 17);
+	memset(d, 0, sizeof(d));
+	ASSERT_EQ(1, submit(self->fd, &c, 1)) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(0, reap(other, done, 0, 2, 0)) TH_LOG("another file's completion");
+	ASSERT_EQ(1, reap(dupfd, done, 1, 2, 10000)) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(7, done[0].user_data);
+	EXPECT_EQ((int64_t)sizeof(s), done[0].result);
+	EXPECT_EQ(0, memcmp(s, d, sizeof(s)));
+	EXPECT_EQ(0, reap(self->fd, done, 0, 2, 0)) TH_LOG("reported twice");
+	close(other);
+	close(dupfd);
+	expect_idle(_metadata, self->fd);
+}
+
+/* Submits @n copies of @len bytes from a fresh buffer; 0 on success. */
+static int submit_fresh(int fd, unsigned int n, size_t len, uint64_t first_id)
+{
+	unsigned char *s = map_pages(len), *d = map_pages(n * len);
+	struct plx_dma_copy c[8];
+
+	if (!s || !d || n > 8)
+		return -1;
+	fill(s, len, 21);
+	for (unsigned int k = 0; k < n; k++)
+		c[k] = (struct plx_dma_copy){
+			.size = sizeof(c[k]), .src = (uintptr_t)s,
+			.dst = (uintptr_t)(d + k * len), .len = len,
+			.user_data = first_id + k,
+		};
+	return submit(fd, c, n) == n ? 0 : -1;
+}
+
+/*
+ * Processes that exit with copies in flight: a child's copies on the
+ * parent's file (the file outlives the child; the copies land in the
+ * child's orphaned pages and the parent reaps them, which unpins them and
+ * gives the dead process's RLIMIT_MEMLOCK charge back), and a child's own
+ * file closed by its exit with copies queued (stopped, then unpinned).
+ */
+TEST_F(dev, fork_and_exit_with_copies_in_flight)
+{
+	struct plx_dma_completion done[8];
+	unsigned int got = 0;
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(submit_fresh(self->fd, 4, MiB, 0) ? 1 : 0);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	ASSERT_EQ(0, WEXITSTATUS(status)) TH_LOG("child's SUBMIT failed");
+	while (got < 4) {
+		long r = reap(self->fd, done, 1, 8, 20000);
+
+		ASSERT_LT(0, r) TH_LOG("reap: %s", strerror(errno));
+		for (long k = 0; k < r; k++)
+			EXPECT_EQ((int64_t)MiB, done[k].result);
+		got += r;
+	}
+	expect_idle(_metadata, self->fd);
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int fd = open_dev();
+
+		/* Any free channel; the exit closes the file. */
+		_exit(fd < 0 || attach(fd, NULL) || submit_fresh(fd, 8, MiB, 0) ? 1 : 0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status)) TH_LOG("child's own file: SUBMIT failed");
+}
+
+/*
+ * Buffers in a shared file mapping (memfd, MAP_SHARED) copy like
+ * anonymous ones, pinned briefly by COPY and for long by SUBMIT; what the
+ * engine wrote is what the file holds.
+ */
+TEST_F(dev, memfd_shared_buffers)
+{
+	size_t len = 64 * 1024;
+	int mfd = memfd_create("plx_dma_copy_test", MFD_CLOEXEC);
+	unsigned char *m, *s = map_pages(len), *back = map_pages(len);
+	struct plx_dma_completion done;
+	struct plx_dma_copy c;
+
+	ASSERT_LE(0, mfd) TH_LOG("memfd_create: %s", strerror(errno));
+	ASSERT_EQ(0, ftruncate(mfd, 2 * len));
+	m = mmap(NULL, 2 * len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	ASSERT_NE(MAP_FAILED, m);
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, back);
+	fill(s, len, 31);
+	ASSERT_EQ((long)len, copy(self->fd, s, m, len, 0)) TH_LOG("%s", strerror(errno));
+	ASSERT_EQ((ssize_t)len, pread(mfd, back, len, 0));
+	EXPECT_EQ(0, memcmp(s, back, len)) TH_LOG("COPY into the memfd");
+	c = (struct plx_dma_copy){
+		.size = sizeof(c), .src = (uintptr_t)m, .dst = (uintptr_t)(m + len),
+		.len = len, .user_data = 5,
+	};
+	ASSERT_EQ(1, submit(self->fd, &c, 1)) TH_LOG("%s", strerror(errno));
+	ASSERT_EQ(1, reap(self->fd, &done, 1, 1, 10000));
+	EXPECT_EQ((int64_t)len, done.result);
+	ASSERT_EQ((ssize_t)len, pread(mfd, back, len, len));
+	EXPECT_EQ(0, memcmp(s, back, len)) TH_LOG("SUBMIT within the memfd");
+	expect_idle(_metadata, self->fd);
+	munmap(m, 2 * len);
+	munmap(s, len);
+	munmap(back, len);
+	close(mfd);
+}
+
+/* A read-only destination is EFAULT for COPY and SUBMIT; it stays intact. */
+TEST_F(dev, read_only_destination_is_efault)
+{
+	unsigned char *s = map_pages(PAGE), *d = map_pages(PAGE);
+	struct plx_dma_copy c;
+
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	fill(s, PAGE, 41);
+	memset(d, 0x33, PAGE);
+	ASSERT_EQ(0, mprotect(d, PAGE, PROT_READ));
+	EXPECT_EQ(-1, copy(self->fd, s, d, PAGE, 0));
+	EXPECT_EQ(EFAULT, errno) TH_LOG("COPY: %s", strerror(errno));
+	c = (struct plx_dma_copy){
+		.size = sizeof(c), .src = (uintptr_t)s, .dst = (uintptr_t)d, .len = PAGE,
+	};
+	EXPECT_EQ(-1, submit(self->fd, &c, 1));
+	EXPECT_EQ(EFAULT, errno) TH_LOG("SUBMIT: %s", strerror(errno));
+	EXPECT_EQ(-1, first_not(d, PAGE, 0x33));
+	expect_idle(_metadata, self->fd);
+	munmap(s, PAGE);
+	munmap(d, PAGE);
+}
+
+/*
+ * The trust model: a file holds its channel exclusively, so only an opener
+ * with CAP_SYS_RAWIO may take one. An ordinary user the node is opened to
+ * gets EPERM from every call that would take a channel, and so cannot take
+ * them all; INFO works, and the channels stay free for others.
+ */
+TEST(unprivileged_opener_takes_no_channel)
+{
+	const char *chan = getenv("PLX_DMA_CHAN");
+	struct stat st;
+	int status, fd;
+	pid_t pid;
+
+	ASSERT_EQ(0, stat(DEV_PATH, &st));
+	ASSERT_EQ(0, chmod(DEV_PATH, 0666));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		unsigned char s[64] = { 1 }, d[64];
+		struct plx_dma_copy c = {
+			.size = sizeof(c), .src = (uintptr_t)s, .dst = (uintptr_t)d,
+			.len = sizeof(s),
+		};
+		struct plx_dma_info i;
+
+		/* nobody: no capability left. */
+		if (setgid(65534) || setuid(65534))
+			_exit(10);
+		fd = open_dev();
+		if (fd < 0) {
+			fprintf(stderr, "# open as nobody: %s\n", strerror(errno));
+			_exit(11);
+		}
+		if (info(fd, &i))
+			_exit(12);
+		if (attach(fd, chan) != -1 || errno != EPERM)
+			_exit(13);
+		if (attach(fd, NULL) != -1 || errno != EPERM)
+			_exit(14);
+		if (copy(fd, s, d, sizeof(s), 0) != -1 || errno != EPERM)
+			_exit(15);
+		if (submit(fd, &c, 1) != -1 || errno != EPERM)
+			_exit(16);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	chmod(DEV_PATH, st.st_mode & 07777);
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status))
+		TH_LOG("step %d (10 setuid, 11 open, 12 INFO, 13-16 not EPERM)",
+		       WEXITSTATUS(status));
+	/* The channel is still there for a privileged opener. */
+	fd = open_dev();
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(0, attach(fd, chan)) TH_LOG("%s", strerror(errno));
+	close(fd);
+}
+
+/*
  * A channel whose driver cannot terminate it (the C plx_dma has no
  * device_terminate_all) is refused: closing, a timeout or an unbind would
  * otherwise unpin pages its engine may still write.  Run with
@@ -916,30 +1133,167 @@ static int sysfs_write(const char *path, const char *s)
 	return ret;
 }
 
+/*
+ * The PCI function of channel @chan and the sysfs directory of its driver,
+ * so that a test can unbind it and bind it again. 0, or -1 with errno.
+ */
+static int chan_function(const char *chan, char *pci, size_t pci_len,
+			 char *drv, size_t drv_len)
+{
+	char link[PATH_MAX], path[PATH_MAX];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/sys/class/dma/%s/device", chan);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n < 0)
+		return -1;
+	link[n] = 0;
+	snprintf(pci, pci_len, "%s", strrchr(link, '/') + 1);
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver", pci);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n < 0)
+		return -1;
+	link[n] = 0;
+	snprintf(drv, drv_len, "/sys/bus/pci/drivers/%s", strrchr(link, '/') + 1);
+	return 0;
+}
+
+/* Writes @pci to @drv/@what ("bind" or "unbind"); 0 or -1 with errno. */
+static int drv_write(const char *drv, const char *what, const char *pci)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", drv, what);
+	return sysfs_write(path, pci);
+}
+
+struct stalled_submit {
+	int fd;
+	struct plx_dma_copy c;
+	long ret;
+	int err;
+};
+
+static void *submit_thread(void *arg)
+{
+	struct stalled_submit *st = arg;
+
+	st->ret = submit(st->fd, &st->c, 1);
+	st->err = errno;
+	return NULL;
+}
+
+struct unbind_call {
+	const char *drv, *pci;
+	volatile int done;
+	int ret;
+};
+
+static void *unbind_thread(void *arg)
+{
+	struct unbind_call *u = arg;
+
+	u->ret = drv_write(u->drv, "unbind", u->pci);
+	u->done = 1;
+	return NULL;
+}
+
+/*
+ * A SUBMIT whose source faults into a userfaultfd nobody serves waits in
+ * the kernel for as long as user space likes. Unbinding the channel's
+ * function meanwhile must complete: the copy device may not hold a lock
+ * that removal needs while it touches user memory. Once the fault is
+ * served, the submission fails with ENODEV and nothing stays pinned.
+ */
+TEST(unbind_while_submit_waits_on_userfaultfd)
+{
+	const char *chan = getenv("PLX_DMA_UNBIND_CHAN");
+	struct uffdio_api api = { .api = UFFD_API };
+	struct stalled_submit st = { 0 };
+	struct unbind_call u = { 0 };
+	char drv[256], pci[64];
+	struct uffd_msg msg;
+	pthread_t sub, unb;
+	size_t len = 16 * PAGE;
+	unsigned char *area, *d, *fill_buf;
+	int uffd, waited_ms = 0, unbound_in_time;
+
+	if (!chan)
+		SKIP(return, "PLX_DMA_UNBIND_CHAN not set");
+	ASSERT_EQ(0, chan_function(chan, pci, sizeof(pci), drv, sizeof(drv)))
+		TH_LOG("%s: %s", chan, strerror(errno));
+	uffd = syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	ASSERT_LE(0, uffd) TH_LOG("userfaultfd: %s (CONFIG_USERFAULTFD?)", strerror(errno));
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_API, &api));
+	area = map_pages(len);
+	d = map_pages(len);
+	fill_buf = map_pages(len);
+	ASSERT_NE(NULL, area);
+	ASSERT_NE(NULL, d);
+	ASSERT_NE(NULL, fill_buf);
+	struct uffdio_register reg = {
+		.range = { .start = (uintptr_t)area, .len = len },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg)) TH_LOG("%s", strerror(errno));
+
+	st.fd = open_special(_metadata, "PLX_DMA_UNBIND_CHAN");
+	ASSERT_LE(0, st.fd);
+	st.c = (struct plx_dma_copy){
+		.size = sizeof(st.c), .src = (uintptr_t)area, .dst = (uintptr_t)d,
+		.len = len,
+	};
+	ASSERT_EQ(0, pthread_create(&sub, NULL, submit_thread, &st));
+	/* The submission is inside the kernel, waiting on its first fault. */
+	struct pollfd pfd = { .fd = uffd, .events = POLLIN };
+	ASSERT_EQ(1, poll(&pfd, 1, 10000)) TH_LOG("no userfault from SUBMIT");
+	ASSERT_EQ((ssize_t)sizeof(msg), read(uffd, &msg, sizeof(msg)));
+	ASSERT_EQ(UFFD_EVENT_PAGEFAULT, msg.event);
+
+	u.drv = drv;
+	u.pci = pci;
+	ASSERT_EQ(0, pthread_create(&unb, NULL, unbind_thread, &u));
+	while (!u.done && waited_ms < 10000) {
+		usleep(10000);
+		waited_ms += 10;
+	}
+	unbound_in_time = u.done;
+	/* Serve the faults, so that both threads can end either way. */
+	fill(fill_buf, len, 11);
+	struct uffdio_copy uc = {
+		.dst = (uintptr_t)area, .src = (uintptr_t)fill_buf, .len = len,
+	};
+	EXPECT_EQ(0, ioctl(uffd, UFFDIO_COPY, &uc)) TH_LOG("%s", strerror(errno));
+	pthread_join(unb, NULL);
+	pthread_join(sub, NULL);
+	EXPECT_TRUE(unbound_in_time) TH_LOG("unbind waited for the stalled SUBMIT");
+	EXPECT_EQ(0, u.ret) TH_LOG("unbind %s: %s", pci, strerror(errno));
+	EXPECT_EQ(-1, st.ret);
+	EXPECT_EQ(ENODEV, st.err) TH_LOG("SUBMIT after the unbind: %s", strerror(st.err));
+	EXPECT_EQ(0, pinned_pages(st.fd));
+	close(st.fd);
+	close(uffd);
+	ASSERT_EQ(0, drv_write(drv, "bind", pci)) TH_LOG("bind %s again: %s", pci, strerror(errno));
+	munmap(area, len);
+	munmap(d, len);
+	munmap(fill_buf, len);
+}
+
 TEST(copies_during_unbind)
 {
 	const char *chan = getenv("PLX_DMA_UNBIND_CHAN");
-	char link[PATH_MAX], path[PATH_MAX], drv[256], pci[64];
+	char drv[256], pci[64];
 	size_t len = 4 * MiB;
 	unsigned char *s, *d;
 	struct plx_dma_copy c[8];
 	struct plx_dma_completion done[8];
 	unsigned int queued, got = 0, ok = 0, gone = 0;
-	ssize_t n;
 	int fd;
 
 	if (!chan)
 		SKIP(return, "PLX_DMA_UNBIND_CHAN not set");
-	snprintf(path, sizeof(path), "/sys/class/dma/%s/device", chan);
-	n = readlink(path, link, sizeof(link) - 1);
-	ASSERT_LT(0, n) TH_LOG("%s: %s", path, strerror(errno));
-	link[n] = 0;
-	snprintf(pci, sizeof(pci), "%s", strrchr(link, '/') + 1);
-	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver", pci);
-	n = readlink(path, link, sizeof(link) - 1);
-	ASSERT_LT(0, n);
-	link[n] = 0;
-	snprintf(drv, sizeof(drv), "/sys/bus/pci/drivers/%s", strrchr(link, '/') + 1);
+	ASSERT_EQ(0, chan_function(chan, pci, sizeof(pci), drv, sizeof(drv)))
+		TH_LOG("%s: %s", chan, strerror(errno));
 
 	fd = open_special(_metadata, "PLX_DMA_UNBIND_CHAN");
 	ASSERT_LE(0, fd);
@@ -955,8 +1309,7 @@ TEST(copies_during_unbind)
 		};
 	queued = submit(fd, c, 8);
 	ASSERT_LT(0, (int)queued) TH_LOG("%s", strerror(errno));
-	snprintf(path, sizeof(path), "%s/unbind", drv);
-	ASSERT_EQ(0, sysfs_write(path, pci)) TH_LOG("unbind %s: %s", pci, strerror(errno));
+	ASSERT_EQ(0, drv_write(drv, "unbind", pci)) TH_LOG("unbind %s: %s", pci, strerror(errno));
 
 	/* Each queued copy ends: done before the unbind, or cancelled. */
 	while (got < queued) {
@@ -980,8 +1333,7 @@ TEST(copies_during_unbind)
 	EXPECT_EQ(0, pinned_pages(fd));
 	close(fd);
 
-	snprintf(path, sizeof(path), "%s/bind", drv);
-	ASSERT_EQ(0, sysfs_write(path, pci)) TH_LOG("bind %s again: %s", pci, strerror(errno));
+	ASSERT_EQ(0, drv_write(drv, "bind", pci)) TH_LOG("bind %s again: %s", pci, strerror(errno));
 	munmap(s, len);
 	munmap(d, 8 * len);
 }
