@@ -34,7 +34,8 @@
 use crate::{
     dmaengine::{
         provider::{
-            Callback, Channel, ChannelOps, Completer, DescPool, Finished, Prepared, Submitter,
+            Callback, ChannelOps, Completer, DescPool, Finished, IdleDesc, NewChannel, Prepared,
+            PreparedDesc, SubmittedDesc, Submitter,
         },
         Cookie, PrepFlags, TxResult,
     },
@@ -123,14 +124,18 @@ struct RingState {
     /// Oldest slot not yet completed (free-running).
     tail: u32,
     /// Descriptor index held by each ring slot.
-    slot_desc: KVec<usize>,
+    /// The token of the descriptor each ring slot holds.
+    in_ring: KVec<Option<SubmittedDesc>>,
+    /// The token of each descriptor prepared and not yet submitted, by
+    /// descriptor index.
+    prepared: KVec<Option<PreparedDesc>>,
     /// Software copy of each descriptor.
     descs: KVec<SwDesc>,
     /// Descriptors neither prepared nor in flight.
-    free: KVec<usize>,
+    free: KVec<IdleDesc>,
     /// Completed descriptors the client has not acked yet (no
     /// `DMA_CTRL_ACK`): not reused until it does.
-    unacked: KVec<usize>,
+    unacked: KVec<IdleDesc>,
     /// Present while a client holds the channel.
     submitter: Option<Submitter>,
     /// Progress seen by the stall watchdog.
@@ -144,30 +149,30 @@ impl RingState {
 
     /// Makes descriptor `id`, whose callback has run, reusable, or keeps it
     /// aside until its client acks it.
-    fn recycle(&mut self, id: usize) {
-        let acked = self.submitter.as_ref().is_none_or(|s| s.acked(id));
+    fn recycle(&mut self, d: IdleDesc) {
+        let acked = self.submitter.as_ref().is_none_or(|s| s.acked(&d));
         // Cannot fail: both lists have room for every descriptor.
         let _ = if acked {
-            self.free.push_within_capacity(id)
+            self.free.push_within_capacity(d)
         } else {
-            self.unacked.push_within_capacity(id)
+            self.unacked.push_within_capacity(d)
         };
     }
 
     /// A free descriptor, taking back those acked since they completed.
-    fn take_free(&mut self) -> Option<usize> {
+    fn take_free(&mut self) -> Option<IdleDesc> {
         if self.free.is_empty() {
-            let Self {
-                unacked,
-                free,
-                submitter,
-                ..
-            } = self;
-            let sub = submitter.as_ref()?;
-            unacked.retain(|id| {
-                let take = sub.acked(*id) && free.push_within_capacity(*id).is_ok();
-                !take
-            });
+            let sub = self.submitter.as_ref()?;
+            let mut i = 0;
+            while i < self.unacked.len() {
+                if sub.acked(&self.unacked[i]) {
+                    let d = self.unacked.remove(i).ok()?;
+                    // Cannot fail: room for every descriptor.
+                    let _ = self.free.push_within_capacity(d);
+                } else {
+                    i += 1;
+                }
+            }
         }
         self.free.pop()
     }
@@ -175,7 +180,7 @@ impl RingState {
 
 /// A completed descriptor whose client callback has not run yet.
 struct Ended {
-    id: usize,
+    desc: IdleDesc,
     callback: Callback,
 }
 
@@ -265,14 +270,16 @@ impl PlxChannel {
             return Err(ERANGE);
         }
         let ring = Devres::new(dev, mem)?;
-        let mut slot_desc = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut in_ring = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut prepared = KVec::with_capacity(n, GFP_KERNEL)?;
         let mut descs = KVec::with_capacity(n, GFP_KERNEL)?;
         let free = KVec::with_capacity(n, GFP_KERNEL)?;
         let unacked = KVec::with_capacity(n, GFP_KERNEL)?;
         let queue = KVec::with_capacity(n, GFP_KERNEL)?;
         let spare = KVec::with_capacity(n, GFP_KERNEL)?;
         for _ in 0..n {
-            slot_desc.push(0, GFP_KERNEL)?;
+            in_ring.push(None, GFP_KERNEL)?;
+            prepared.push(None, GFP_KERNEL)?;
             descs.push(SwDesc::default(), GFP_KERNEL)?;
         }
         Arc::pin_init(
@@ -288,7 +295,8 @@ impl PlxChannel {
                     dead: false,
                     head: 0,
                     tail: 0,
-                    slot_desc,
+                    in_ring,
+                    prepared,
                     descs,
                     free,
                     unacked,
@@ -459,7 +467,7 @@ impl PlxChannel {
     /// runs the client callbacks (see the locking rules above).
     fn drain(&self, mode: Drain) -> usize {
         let mut total = 0;
-        let mut done: [Option<(usize, Finished)>; BATCH] = [const { None }; BATCH];
+        let mut done: [Option<Finished>; BATCH] = [const { None }; BATCH];
         loop {
             let mut comp = self.completions.lock();
             let n = self.collect(mode, &mut done);
@@ -467,22 +475,21 @@ impl PlxChannel {
                 break;
             }
             total += n;
-            for (id, fin) in done.iter_mut().take(n).filter_map(Option::take) {
+            for fin in done.iter_mut().take(n).filter_map(Option::take) {
                 match fin.result() {
                     TxResult::NoError => Stats::bump(&self.stats.completed),
                     _ => Stats::bump(&self.stats.failed),
                 }
-                let callback = comp.completer.as_mut().and_then(|c| c.complete(fin));
-                let queued = match callback {
-                    // Cannot fail: one entry per descriptor at most.
-                    Some(callback) => comp
-                        .queue
-                        .push_within_capacity(Ended { id, callback })
-                        .is_ok(),
-                    None => false,
+                // No completer: the client and its pool are gone.
+                let Some(completer) = comp.completer.as_mut() else {
+                    continue;
                 };
-                if !queued {
-                    self.state.lock().recycle(id);
+                let Ok((callback, desc)) = completer.complete(fin) else {
+                    continue;
+                };
+                // Cannot fail: one entry per descriptor at most.
+                if let Err(e) = comp.queue.push_within_capacity(Ended { desc, callback }) {
+                    self.state.lock().recycle(e.0.desc);
                 }
             }
         }
@@ -505,7 +512,7 @@ impl PlxChannel {
             drop(comp);
             for ended in batch.drain_all() {
                 ended.callback.invoke();
-                self.state.lock().recycle(ended.id);
+                self.state.lock().recycle(ended.desc);
             }
             comp = self.completions.lock();
             comp.spare = batch;
@@ -514,7 +521,7 @@ impl PlxChannel {
     }
 
     /// Moves up to [`BATCH`] finished descriptors off the ring into `out`.
-    fn collect(&self, mode: Drain, out: &mut [Option<(usize, Finished)>; BATCH]) -> usize {
+    fn collect(&self, mode: Drain, out: &mut [Option<Finished>; BATCH]) -> usize {
         let mut st = self.state.lock();
         let Some(ring) = self.ring.try_access() else {
             return 0;
@@ -526,7 +533,9 @@ impl PlxChannel {
                 break;
             };
             let wb = WriteBack(word);
-            let desc_id = st.slot_desc[slot];
+            let Some(desc_id) = st.in_ring[slot].as_ref().map(SubmittedDesc::index) else {
+                break;
+            };
             let d = st.descs[desc_id];
             let (result, residue) = if !wb.pending() {
                 (wb.result(), wb.residue(d.len))
@@ -542,13 +551,21 @@ impl PlxChannel {
             if result == TxResult::NoError {
                 Stats::add(&self.stats.bytes, u64::from(d.len - residue));
             }
+            let Some(token) = st.in_ring[slot].take() else {
+                break;
+            };
             let Some(sub) = st.submitter.as_ref() else {
+                st.in_ring[slot] = Some(token);
                 break;
             };
-            let Ok(fin) = sub.finish(desc_id, result, residue) else {
-                break;
+            let fin = match sub.finish(token, result, residue) {
+                Ok(fin) => fin,
+                Err(token) => {
+                    st.in_ring[slot] = Some(token);
+                    break;
+                }
             };
-            out[n] = Some((desc_id, fin));
+            out[n] = Some(fin);
             n += 1;
             st.tail = st.tail.wrapping_add(1);
         }
@@ -645,8 +662,8 @@ impl PlxChannel {
 }
 
 impl ChannelOps for PlxChannel {
-    fn alloc_resources(&self, chan: &Channel<'_>) -> Result<u32> {
-        let (sub, comp) = DescPool::alloc(chan, self.size as usize)?;
+    fn alloc_resources(&self, chan: NewChannel<'_>) -> Result<u32> {
+        let (sub, comp, mut descs) = DescPool::alloc(chan, self.size as usize)?;
         {
             let mut st = self.state.lock();
             if st.dead {
@@ -660,8 +677,11 @@ impl ChannelOps for PlxChannel {
             st.tail = 0;
             st.free.clear();
             st.unacked.clear();
-            for i in (0..self.size as usize).rev() {
-                let _ = st.free.push_within_capacity(i);
+            st.in_ring.iter_mut().for_each(|t| *t = None);
+            st.prepared.iter_mut().for_each(|t| *t = None);
+            // Taken from the end: descriptor 0 first.
+            while let Some(d) = descs.pop() {
+                let _ = st.free.push_within_capacity(d);
             }
         }
         self.completions.lock().completer = Some(comp);
@@ -672,8 +692,7 @@ impl ChannelOps for PlxChannel {
         self.state.lock().active = true;
         dev_dbg!(
             self.dev,
-            "{}: ring of {} descriptors\n",
-            chan.name(),
+            "a client took the ring of {} descriptors\n",
             self.size
         );
         Ok(self.size)
@@ -721,7 +740,8 @@ impl ChannelOps for PlxChannel {
         if !st.active {
             return Err(ENODEV);
         }
-        let id = st.take_free().ok_or(ENOSPC)?;
+        let desc = st.take_free().ok_or(ENOSPC)?;
+        let id = desc.index();
         st.descs[id] = SwDesc {
             dst,
             src,
@@ -729,14 +749,20 @@ impl ChannelOps for PlxChannel {
             interrupt: flags.contains(PrepFlags::INTERRUPT),
             cookie: 0,
         };
-        let prepared = match st.submitter.as_mut() {
-            Some(sub) => sub.prepare(id, flags),
-            None => Err(ENODEV),
+        let Some(sub) = st.submitter.as_mut() else {
+            let _ = st.free.push_within_capacity(desc);
+            return Err(ENODEV);
         };
-        if prepared.is_err() {
-            let _ = st.free.push_within_capacity(id);
+        match sub.prepare(desc, flags) {
+            Ok((prepared, token)) => {
+                st.prepared[id] = Some(token);
+                Ok(prepared)
+            }
+            Err(desc) => {
+                let _ = st.free.push_within_capacity(desc);
+                Err(EINVAL)
+            }
         }
-        prepared
     }
 
     fn tx_submit(&self, index: usize) -> Cookie {
@@ -751,22 +777,33 @@ impl ChannelOps for PlxChannel {
         let Some(ring) = self.ring.try_access() else {
             return Cookie::error(ENODEV);
         };
-        let cookie = match st.submitter.as_mut().map(|s| s.assign_cookie(index)) {
-            Some(Ok(c)) => c,
-            Some(Err(e)) => return Cookie::error(e),
-            None => return Cookie::error(ENODEV),
+        // Only a prepared descriptor has a token here: a second submit of
+        // the same descriptor is refused.
+        let Some(token) = st.prepared[index].take() else {
+            return Cookie::error(EINVAL);
         };
         let slot = self.slot(st.head);
-        st.descs[index].cookie = cookie.raw();
         let d = st.descs[index];
         let hw = HwDesc::copy(d.dst, d.src, d.len, d.interrupt);
         if let Err(e) = write_desc(&ring, slot, &hw) {
+            st.prepared[index] = Some(token);
             return Cookie::error(e);
         }
+        let Some(sub) = st.submitter.as_mut() else {
+            return Cookie::error(ENODEV);
+        };
+        let (cookie, token) = match sub.assign_cookie(token) {
+            Ok(assigned) => assigned,
+            Err(token) => {
+                st.prepared[index] = Some(token);
+                return Cookie::error(EINVAL);
+            }
+        };
+        st.descs[index].cookie = cookie.raw();
         // The engine must see the descriptor's fields before it sees VALID.
         dma_mb(Write);
         let _ = write_flags(&ring, slot, hw.flags_and_size | FLAG_VALID);
-        st.slot_desc[slot] = index;
+        st.in_ring[slot] = Some(token);
         st.head = st.head.wrapping_add(1);
         Stats::bump(&self.stats.submitted);
         cookie
@@ -791,7 +828,10 @@ impl ChannelOps for PlxChannel {
         let st = self.state.lock();
         (0..st.in_flight())
             .map(|i| self.slot(st.tail.wrapping_add(i)))
-            .filter_map(|slot| st.slot_desc.get(slot).and_then(|&id| st.descs.get(id)))
+            .filter_map(|slot| {
+                let id = st.in_ring.get(slot)?.as_ref()?.index();
+                st.descs.get(id)
+            })
             .find(|d| d.cookie == cookie.raw())
             .map_or(0, |d| d.len)
     }

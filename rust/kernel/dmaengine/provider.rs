@@ -8,8 +8,9 @@
 //!
 //! Transaction descriptors (`struct dma_async_tx_descriptor`) are
 //! preallocated per channel when a client takes the channel
-//! ([`ChannelOps::alloc_resources`]) through [`DescPool::alloc`], which hands
-//! out two unique capabilities:
+//! ([`ChannelOps::alloc_resources`]) through [`DescPool::alloc`], which
+//! consumes the [`NewChannel`] the core passed, so a channel gets one pool
+//! per client. It hands out two unique capabilities and the descriptors:
 //!
 //! - a [`Submitter`], which prepares descriptors and assigns cookies; the
 //!   driver keeps it under the lock that orders its ring, which is what
@@ -17,7 +18,27 @@
 //! - a [`Completer`], which completes them (cookie, unmap) and hands back
 //!   each client callback as a [`Callback`], which the driver invokes once
 //!   it holds no lock at all: a callback may call `tx_status`, terminate,
-//!   prep and submit on the same channel.
+//!   prep and submit on the same channel;
+//! - one [`IdleDesc`] per descriptor.
+//!
+//! # Descriptor states
+//!
+//! Each descriptor is a token that moves, by value, through
+//! [`IdleDesc`] → [`PreparedDesc`] ([`Submitter::prepare`]) →
+//! [`SubmittedDesc`] ([`Submitter::assign_cookie`]) → [`Finished`]
+//! ([`Submitter::finish`]) → [`IdleDesc`] ([`Completer::complete`]). None
+//! of them is `Clone`, so safe code cannot prepare a descriptor that is in
+//! flight, give a descriptor two cookies, or complete one twice (which the
+//! core answers with a `BUG_ON`): each would need a token it no longer has.
+//! A token of another pool is refused and handed back.
+//!
+//! ```compile_fail
+//! # use kernel::dmaengine::provider::*;
+//! fn complete_twice(sub: &Submitter, d: SubmittedDesc) {
+//!     let first = sub.finish(d, TxResult::NoError, 0);
+//!     let second = sub.finish(d, TxResult::NoError, 0); // `d` was moved
+//! }
+//! ```
 //!
 //! # Lifetimes
 //!
@@ -35,7 +56,10 @@ use kernel::{
     ffi::{c_int, c_uint, c_ulong, c_void},
     prelude::*,
     str::CStr,
-    sync::Arc,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc,
+    },
 };
 
 /// The operations of one DMA channel, called by the dmaengine core.
@@ -44,10 +68,11 @@ use kernel::{
 /// noted; [`ChannelOps::tx_submit`] follows a successful
 /// [`ChannelOps::prep_memcpy`] of the same descriptor.
 pub trait ChannelOps: Send + Sync + 'static {
-    /// A client took the channel: allocate what transactions need.
+    /// A client took the channel: allocate what transactions need, with
+    /// [`DescPool::alloc`], which takes `chan`.
     ///
     /// Returns the number of descriptors available.
-    fn alloc_resources(&self, chan: &Channel<'_>) -> Result<u32>;
+    fn alloc_resources(&self, chan: NewChannel<'_>) -> Result<u32>;
 
     /// The last client released the channel: stop, abort and free.
     fn free_resources(&self);
@@ -98,14 +123,66 @@ impl Channel<'_> {
     }
 }
 
+/// The channel a client just took, as [`ChannelOps::alloc_resources`]
+/// gets it: only the core's call makes one, and [`DescPool::alloc`]
+/// consumes it, so each client of a channel gets one descriptor pool.
+pub struct NewChannel<'a>(Channel<'a>);
+
+impl<'a> NewChannel<'a> {
+    /// The channel.
+    pub fn channel(&self) -> &Channel<'a> {
+        &self.0
+    }
+}
+
 /// A prepared descriptor, as returned to the core by
 /// [`ChannelOps::prep_memcpy`].
 pub struct Prepared(NonNull<c_void>);
 
+/// Identifies a pool, so that a descriptor token is used with its own.
+static NEXT_POOL_ID: Atomic<u64> = Atomic::new(1);
+
 /// The descriptors of one channel.
 struct PoolInner {
+    id: u64,
     descs: KVec<NonNull<c_void>>,
 }
+
+/// Defines a descriptor token type: a descriptor of one pool, in one
+/// state. Not `Clone`: the token is the state.
+macro_rules! desc_token {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name {
+            pool: u64,
+            index: usize,
+        }
+
+        impl $name {
+            /// The descriptor's index in its pool (what
+            /// [`ChannelOps::tx_submit`] is called with).
+            pub fn index(&self) -> usize {
+                self.index
+            }
+        }
+    };
+}
+
+desc_token!(
+    /// A descriptor free to be prepared: not in flight, and its callback
+    /// has run.
+    IdleDesc
+);
+desc_token!(
+    /// A descriptor handed to the client by [`ChannelOps::prep_memcpy`],
+    /// not submitted yet.
+    PreparedDesc
+);
+desc_token!(
+    /// A descriptor with a cookie, queued for the engine.
+    SubmittedDesc
+);
 
 // SAFETY: The descriptors are plain heap objects owned by the pool; all
 // access to their fields is serialized by `Submitter` and `Completer`.
@@ -128,11 +205,21 @@ impl Drop for PoolInner {
 pub struct DescPool;
 
 impl DescPool {
-    /// Allocates `count` descriptors bound to `chan`.
+    /// Allocates `count` descriptors bound to `chan`, and their tokens.
     ///
     /// On failure, the descriptors allocated so far are freed.
-    pub fn alloc(chan: &Channel<'_>, count: usize) -> Result<(Submitter, Completer)> {
+    pub fn alloc(
+        chan: NewChannel<'_>,
+        count: usize,
+    ) -> Result<(Submitter, Completer, KVec<IdleDesc>)> {
+        let chan = chan.0;
+        let id = NEXT_POOL_ID.fetch_add(1, Relaxed);
+        let mut tokens = KVec::with_capacity(count, GFP_KERNEL)?;
+        for index in 0..count {
+            tokens.push(IdleDesc { pool: id, index }, GFP_KERNEL)?;
+        }
         let mut pool = PoolInner {
+            id,
             descs: KVec::with_capacity(count, GFP_KERNEL)?,
         };
         for i in 0..count {
@@ -154,6 +241,7 @@ impl DescPool {
                 pool,
                 _not_sync: PhantomData,
             },
+            tokens,
         ))
     }
 }
@@ -177,47 +265,89 @@ impl Submitter {
         self.pool.descs.is_empty()
     }
 
-    fn desc(&self, index: usize) -> Result<NonNull<c_void>> {
-        self.pool.descs.get(index).copied().ok_or(EINVAL)
+    /// The descriptor of a token of this pool.
+    fn desc(&self, pool: u64, index: usize) -> Option<NonNull<c_void>> {
+        if pool != self.pool.id {
+            return None;
+        }
+        self.pool.descs.get(index).copied()
     }
 
-    /// Records the client's flags on descriptor `index` and returns it for
-    /// the core.
-    pub fn prepare(&mut self, index: usize, flags: PrepFlags) -> Result<Prepared> {
-        let d = self.desc(index)?;
-        // SAFETY: `d` is a live descriptor of this pool; `&mut self`
-        // serializes writers.
-        unsafe { ffi::rust_dma_desc_set_flags(d.as_ptr(), flags.raw() as c_ulong) };
-        Ok(Prepared(d))
-    }
-
-    /// Assigns the next cookie of the channel to descriptor `index`.
-    pub fn assign_cookie(&mut self, index: usize) -> Result<Cookie> {
-        let d = self.desc(index)?;
-        // SAFETY: `d` is a live descriptor of this pool; `&mut self` is the
-        // channel's only cookie writer.
-        Ok(Cookie(unsafe {
-            ffi::rust_dma_desc_assign_cookie(d.as_ptr())
-        }))
-    }
-
-    /// Whether the client acked descriptor `index` (`DMA_CTRL_ACK`, at prep
-    /// time or later with `async_tx_ack`): only an acked descriptor may be
-    /// prepared again.
-    pub fn acked(&self, index: usize) -> bool {
-        let Ok(d) = self.desc(index) else {
-            return false;
+    /// Records the client's flags on descriptor `d` and returns it for the
+    /// core, with its token. A token of another pool is handed back.
+    pub fn prepare(
+        &mut self,
+        d: IdleDesc,
+        flags: PrepFlags,
+    ) -> core::result::Result<(Prepared, PreparedDesc), IdleDesc> {
+        let Some(raw) = self.desc(d.pool, d.index) else {
+            return Err(d);
         };
-        // SAFETY: `d` is a live descriptor of this pool; reading its flags
-        // races only with the client setting the ack bit, as in C drivers.
-        unsafe { ffi::rust_dma_desc_acked(d.as_ptr()) }
+        // SAFETY: `raw` is a live descriptor of this pool; `&mut self`
+        // serializes writers.
+        unsafe { ffi::rust_dma_desc_set_flags(raw.as_ptr(), flags.raw() as c_ulong) };
+        Ok((
+            Prepared(raw),
+            PreparedDesc {
+                pool: d.pool,
+                index: d.index,
+            },
+        ))
     }
 
-    /// Builds the completion record of descriptor `index`, to be handed to
-    /// [`Completer::complete`] once the ring lock is dropped.
-    pub fn finish(&self, index: usize, result: TxResult, residue: u32) -> Result<Finished> {
+    /// Assigns the next cookie of the channel to descriptor `d`. A token
+    /// of another pool is handed back.
+    pub fn assign_cookie(
+        &mut self,
+        d: PreparedDesc,
+    ) -> core::result::Result<(Cookie, SubmittedDesc), PreparedDesc> {
+        let Some(raw) = self.desc(d.pool, d.index) else {
+            return Err(d);
+        };
+        // SAFETY: `raw` is a live descriptor of this pool; `&mut self` is
+        // the channel's only cookie writer.
+        let cookie = Cookie(unsafe { ffi::rust_dma_desc_assign_cookie(raw.as_ptr()) });
+        Ok((
+            cookie,
+            SubmittedDesc {
+                pool: d.pool,
+                index: d.index,
+            },
+        ))
+    }
+
+    /// Whether the client acked descriptor `d` (`DMA_CTRL_ACK`, at prep
+    /// time or later with `async_tx_ack`): only an acked descriptor may be
+    /// prepared again. A token of another pool counts as acked: this pool
+    /// has nothing to wait for.
+    pub fn acked(&self, d: &IdleDesc) -> bool {
+        let Some(raw) = self.desc(d.pool, d.index) else {
+            return true;
+        };
+        // SAFETY: `raw` is a live descriptor of this pool; reading its
+        // flags races only with the client setting the ack bit, as in C
+        // drivers.
+        unsafe { ffi::rust_dma_desc_acked(raw.as_ptr()) }
+    }
+
+    /// Builds the completion record of descriptor `d`, to be handed to
+    /// [`Completer::complete`] once the ring lock is dropped. A token of
+    /// another pool is handed back.
+    pub fn finish(
+        &self,
+        d: SubmittedDesc,
+        result: TxResult,
+        residue: u32,
+    ) -> core::result::Result<Finished, SubmittedDesc> {
+        let Some(raw) = self.desc(d.pool, d.index) else {
+            return Err(d);
+        };
         Ok(Finished {
-            desc: self.desc(index)?,
+            desc: raw,
+            token: IdleDesc {
+                pool: d.pool,
+                index: d.index,
+            },
             pool: self.pool.clone(),
             result,
             residue,
@@ -228,6 +358,8 @@ impl Submitter {
 /// A finished transaction waiting for its completion.
 pub struct Finished {
     desc: NonNull<c_void>,
+    /// The descriptor's token once it is completed.
+    token: IdleDesc,
     // Keeps `desc` alive.
     pool: Arc<PoolInner>,
     result: TxResult,
@@ -260,23 +392,30 @@ unsafe impl Send for Completer {}
 impl Completer {
     /// Completes `done`: marks its cookie complete and releases the
     /// client's unmap data. Returns the client's callback, which the caller
-    /// invokes once it holds no lock of the channel (see [`Callback`]).
+    /// invokes once it holds no lock of the channel (see [`Callback`]), and
+    /// the descriptor's token, idle again.
     ///
-    /// `None` for a descriptor of another channel, which is left alone.
-    pub fn complete(&mut self, done: Finished) -> Option<Callback> {
+    /// A descriptor of another channel is left alone and handed back.
+    pub fn complete(
+        &mut self,
+        done: Finished,
+    ) -> core::result::Result<(Callback, IdleDesc), Finished> {
         if !Arc::ptr_eq(&self.pool, &done.pool) {
             pr_err!("dmaengine: descriptor completed on a foreign channel\n");
-            return None;
+            return Err(done);
         }
         let mut raw = ffi::RawCallback([0; 3]);
         // SAFETY: `done.desc` is alive (its pool is); `&mut self` serializes
         // completions on this channel; `raw` is a valid out pointer.
         unsafe { ffi::rust_dma_desc_complete(done.desc.as_ptr(), &mut raw) };
-        Some(Callback {
-            raw,
-            result: done.result,
-            residue: done.residue,
-        })
+        Ok((
+            Callback {
+                raw,
+                result: done.result,
+                residue: done.residue,
+            },
+            done.token,
+        ))
     }
 }
 
@@ -438,7 +577,7 @@ unsafe extern "C" fn alloc_chan_resources<T: ChannelOps>(
     // INVARIANT: The core calls with a registered device, for this call.
     // SAFETY: Called by the helper with the channel's context while the
     // device is registered.
-    match unsafe { chan::<T>(ctx) }.alloc_resources(&Channel(raw, PhantomData)) {
+    match unsafe { chan::<T>(ctx) }.alloc_resources(NewChannel(Channel(raw, PhantomData))) {
         Ok(n) => n.min(c_int::MAX as u32) as c_int,
         Err(e) => e.to_errno(),
     }

@@ -5,7 +5,11 @@
  * on a cookie that has not completed, dmaengine_terminate_async(), and
  * prep + submit + issue_pending of a new copy.  A provider that runs
  * callbacks under a lock those paths take deadlocks here (lockdep reports
- * the recursion first).
+ * the recursion first).  One case does what dmaengine forbids, and checks
+ * that the provider survives it: submitting the same descriptor twice must
+ * give an error cookie the second time, and the copy must complete once (a
+ * provider that queues it twice completes it twice, which the core's
+ * dma_cookie_complete() answers with a BUG).
  *
  * It is a plain C client on purpose: it uses the raw dmaengine API the way
  * in-tree clients do, with nothing of the project's Rust client.  Loading
@@ -27,9 +31,9 @@ static char *channel;
 module_param(channel, charp, 0444);
 MODULE_PARM_DESC(channel, "memcpy channel to use, e.g. dma0chan0 (required)");
 
-static char *cases = "poll,terminate,resubmit";
+static char *cases = "poll,terminate,resubmit,double-submit";
 module_param(cases, charp, 0444);
-MODULE_PARM_DESC(cases, "comma-separated cases: poll, terminate, resubmit");
+MODULE_PARM_DESC(cases, "comma-separated cases: poll, terminate, resubmit, double-submit");
 
 #define CHUNK	SZ_64K
 #define COPIES	4
@@ -103,6 +107,52 @@ static bool chunk_copied(struct ctx *c, int idx)
 	return !memcmp(c->src + idx * CHUNK, c->dst + idx * CHUNK, CHUNK);
 }
 
+/*
+ * One copy submitted twice: the second dmaengine_submit() must fail, and
+ * the copy complete once, correctly.
+ */
+static bool double_submit(struct ctx *c)
+{
+	struct dma_async_tx_descriptor *tx;
+	dma_cookie_t again;
+	bool ok = true;
+
+	tx = dmaengine_prep_dma_memcpy(c->chan, c->dst_dma, c->src_dma, CHUNK,
+				       DMA_CTRL_ACK | DMA_PREP_INTERRUPT);
+	if (!tx) {
+		pr_err("%s: prep failed\n", c->mode);
+		return false;
+	}
+	/* Copy COPIES - 1 ends the case (see callback()). */
+	args[COPIES - 1] = (struct cb_arg){ .c = c, .idx = COPIES - 1 };
+	tx->callback_result = callback;
+	tx->callback_param = &args[COPIES - 1];
+	c->cookie[0] = dmaengine_submit(tx);
+	again = dmaengine_submit(tx);
+	dma_async_issue_pending(c->chan);
+	if (dma_submit_error(c->cookie[0])) {
+		pr_err("%s: first submit: %d\n", c->mode, c->cookie[0]);
+		ok = false;
+	}
+	if (!dma_submit_error(again)) {
+		pr_err("%s: second submit of one descriptor gave cookie %d\n", c->mode, again);
+		ok = false;
+	}
+	if (!wait_for_completion_timeout(&c->last, msecs_to_jiffies(WAIT_MS))) {
+		pr_err("%s: no completion within %d ms\n", c->mode, WAIT_MS);
+		dmaengine_terminate_sync(c->chan);
+		return false;
+	}
+	dmaengine_synchronize(c->chan);
+	if (atomic_read(&c->called[COPIES - 1]) != 1 || !chunk_copied(c, 0)) {
+		pr_err("%s: callback ran %d times, data %s\n", c->mode,
+		       atomic_read(&c->called[COPIES - 1]),
+		       chunk_copied(c, 0) ? "right" : "wrong");
+		ok = false;
+	}
+	return ok;
+}
+
 /* Runs one case; returns whether it passed, reasons in the log. */
 static bool run_case(struct ctx *c, const char *mode)
 {
@@ -120,6 +170,8 @@ static bool run_case(struct ctx *c, const char *mode)
 	}
 	get_random_bytes(c->src, (COPIES + 1) * CHUNK);
 	memset(c->dst, 0, (COPIES + 1) * CHUNK);
+	if (!strcmp(mode, "double-submit"))
+		return double_submit(c);
 	for (i = 0; i < COPIES; i++) {
 		ret = submit_one(c, i, true);
 		if (ret) {
@@ -187,7 +239,9 @@ static bool chan_named(struct dma_chan *chan, void *name)
 
 static int __init plx_callback_client_init(void)
 {
-	static const char *const known[] = { "poll", "terminate", "resubmit" };
+	static const char *const known[] = {
+		"poll", "terminate", "resubmit", "double-submit",
+	};
 	struct ctx *c;
 	dma_cap_mask_t mask;
 	size_t bytes = (COPIES + 1) * CHUNK;
