@@ -2,7 +2,8 @@
 
 //! Probe-time PCI helpers that Linux 7.3 leaves `unsafe` or awkward.
 //!
-//! - [`set_dma_mask`]: the DMA mask, set from `probe()` before any mapping.
+//! - [`set_dma_mask`]: the DMA mask, set from `probe()` before any mapping,
+//!   and refused anywhere else.
 //! - [`ThreadedIrq`]: one threaded interrupt handler on vector 0 of a PCI
 //!   function, owning the vector allocation it borrows from. In 7.3 an
 //!   `irq::ThreadedRegistration` borrows the `IrqVectorRegistration` it was
@@ -19,14 +20,35 @@ use kernel::{
     prelude::*,
 };
 
+mod ffi {
+    use core::ffi::c_void;
+
+    extern "C" {
+        pub(super) fn rust_device_is_probing(dev: *const c_void) -> bool;
+    }
+}
+
 /// Sets the streaming and coherent DMA masks of `pdev` to `bits`, falling
-/// back to 32 bits.
+/// back to 32 bits. Returns the bits set.
 ///
-/// Taking `Core` (held only during probe and remove) ensures no DMA
-/// allocation or mapping of this driver runs concurrently.
+/// Changing the mask is sound only while nothing of the driver maps: in
+/// `probe()`, before the driver registers anything (a registered DMA
+/// engine's clients map at any time). `Core` alone does not say so (it is
+/// also held in remove), so the device's link state is checked too: outside
+/// probe the call fails with `EBUSY` and the mask stays as it is. A driver
+/// calls it first thing in probe.
 pub fn set_dma_mask(pdev: &pci::Device<Core<'_>>, bits: DmaMask) -> Result<u32> {
-    // SAFETY: We are in probe (`Core`): the driver has made no DMA
-    // allocation or mapping yet, so none can run concurrently.
+    let dev: &kernel::device::Device = pdev.as_ref();
+    // `Device` is `repr(transparent)` over `struct device`.
+    let raw = core::ptr::from_ref(dev).cast::<core::ffi::c_void>();
+    // SAFETY: `raw` is a valid `struct device` for the call (`dev` is
+    // borrowed); the helper only reads its link state.
+    if !unsafe { ffi::rust_device_is_probing(raw) } {
+        return Err(EBUSY);
+    }
+    // SAFETY: We are in probe (checked above): the driver registered
+    // nothing yet, so no DMA allocation or mapping of its can run
+    // concurrently.
     if unsafe { pdev.dma_set_mask_and_coherent(bits) }.is_ok() {
         return Ok(bits.value().count_ones());
     }

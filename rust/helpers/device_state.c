@@ -1,0 +1,14 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Where a device is in its driver's life, for rust/kernel/pci_ext.rs:
+ * struct device's link state is not reachable from Rust.
+ */
+#include <linux/device.h>
+
+#include "device_state.h"
+
+/* The driver core is calling the device's probe() right now. */
+bool rust_device_is_probing(const struct device *dev)
+{
+	return READ_ONCE(dev->links.status) == DL_DEV_PROBING;
+}
