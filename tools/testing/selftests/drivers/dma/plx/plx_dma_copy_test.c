@@ -1209,6 +1209,9 @@ TEST(unbind_while_submit_waits_on_userfaultfd)
 {
 	const char *chan = getenv("PLX_DMA_UNBIND_CHAN");
 	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = { .mode = UFFDIO_REGISTER_MODE_MISSING };
+	struct uffdio_copy uc = { 0 };
+	struct pollfd pfd = { .events = POLLIN };
 	struct stalled_submit st = { 0 };
 	struct unbind_call u = { 0 };
 	char drv[256], pci[64];
@@ -1231,10 +1234,8 @@ TEST(unbind_while_submit_waits_on_userfaultfd)
 	ASSERT_NE(NULL, area);
 	ASSERT_NE(NULL, d);
 	ASSERT_NE(NULL, fill_buf);
-	struct uffdio_register reg = {
-		.range = { .start = (uintptr_t)area, .len = len },
-		.mode = UFFDIO_REGISTER_MODE_MISSING,
-	};
+	reg.range.start = (uintptr_t)area;
+	reg.range.len = len;
 	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg)) TH_LOG("%s", strerror(errno));
 
 	st.fd = open_special(_metadata, "PLX_DMA_UNBIND_CHAN");
@@ -1245,7 +1246,7 @@ TEST(unbind_while_submit_waits_on_userfaultfd)
 	};
 	ASSERT_EQ(0, pthread_create(&sub, NULL, submit_thread, &st));
 	/* The submission is inside the kernel, waiting on its first fault. */
-	struct pollfd pfd = { .fd = uffd, .events = POLLIN };
+	pfd.fd = uffd;
 	ASSERT_EQ(1, poll(&pfd, 1, 10000)) TH_LOG("no userfault from SUBMIT");
 	ASSERT_EQ((ssize_t)sizeof(msg), read(uffd, &msg, sizeof(msg)));
 	ASSERT_EQ(UFFD_EVENT_PAGEFAULT, msg.event);
@@ -1260,9 +1261,9 @@ TEST(unbind_while_submit_waits_on_userfaultfd)
 	unbound_in_time = u.done;
 	/* Serve the faults, so that both threads can end either way. */
 	fill(fill_buf, len, 11);
-	struct uffdio_copy uc = {
-		.dst = (uintptr_t)area, .src = (uintptr_t)fill_buf, .len = len,
-	};
+	uc.dst = (uintptr_t)area;
+	uc.src = (uintptr_t)fill_buf;
+	uc.len = len;
 	EXPECT_EQ(0, ioctl(uffd, UFFDIO_COPY, &uc)) TH_LOG("%s", strerror(errno));
 	pthread_join(unb, NULL);
 	pthread_join(sub, NULL);
