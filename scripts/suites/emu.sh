@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-# Suite: the emulated engine's own unit tests, clippy and rustfmt (no QEMU)
+# Suite: the emulated engine's own unit tests, clippy, rustfmt and a short fuzz run (no QEMU)
 . "$(dirname "$0")/../lib.sh"
 . "$REPO/scripts/guest/lib.sh"
 
@@ -14,4 +14,24 @@ check "cargo test: $passed unit tests pass" test "$rc" -eq 0 -a "$passed" -gt 0
 check "cargo clippy --all-targets -D warnings" \
 	cargo clippy -q --locked --all-targets --manifest-path "$manifest" -- -D warnings
 check "cargo fmt --check" cargo fmt --check --manifest-path "$manifest"
+
+# The fuzz targets (a package of their own): lints, then a short
+# coverage-guided run of each, or a long one under `make soak`
+# (SOAK_FUZZ_SECONDS a target, 600 by default).
+fuzz_manifest=$REPO/tools/plx-dma-emu/fuzz/Cargo.toml
+check "fuzz: cargo clippy --all-targets -D warnings" \
+	cargo clippy -q --locked --all-targets --manifest-path "$fuzz_manifest" -- -D warnings
+check "fuzz: cargo fmt --check" cargo fmt --check --manifest-path "$fuzz_manifest"
+if [ -n "${PLX_SOAK:-}" ]; then
+	fuzz_seconds=${SOAK_FUZZ_SECONDS:-600}
+else
+	fuzz_seconds=10
+fi
+fuzz_out=$(bash "$REPO/scripts/fuzz.sh" "$fuzz_seconds") && rc=0 || rc=$?
+printf '%s\n' "$fuzz_out"
+fuzz_failed=$(printf '%s\n' "$fuzz_out" | grep -c '^not ok' || true)
+failures=$((failures + fuzz_failed))
+if [ "$rc" -ne 0 ] && [ "$fuzz_failed" -eq 0 ]; then
+	not_ok "fuzz: scripts/fuzz.sh $fuzz_seconds exited with status $rc"
+fi
 finish

@@ -105,13 +105,7 @@ pub fn serve(dev: &Arc<Device>, stream: UnixStream, opts: ServerOptions) {
     };
     dev.attach(conn.clone());
     let worker = dev.start_worker(mem);
-    let mut session = Session {
-        dev: dev.clone(),
-        conn: conn.clone(),
-        table: table.clone(),
-        mapped: opts.mapped,
-        negotiated: false,
-    };
+    let mut session = Session::new(dev.clone(), conn.clone(), table.clone(), opts.mapped);
     let why = loop {
         match recv_message(&stream) {
             Ok(Some(msg)) => {
@@ -148,6 +142,26 @@ pub struct Session {
 type Answer = Result<Vec<u8>, i32>;
 
 impl Session {
+    /// The command handler of a fresh connection: `conn` carries the
+    /// replies, `table` holds the client's DMA windows, `mapped` selects
+    /// the `--mapped` path. [`serve`] builds one per client; the fuzz
+    /// targets in `fuzz/` build one to feed it decoded messages directly,
+    /// without an engine thread.
+    pub fn new(
+        dev: Arc<Device>,
+        conn: Arc<Conn>,
+        table: Arc<RwLock<DmaMapTable>>,
+        mapped: bool,
+    ) -> Session {
+        Session {
+            dev,
+            conn,
+            table,
+            mapped,
+            negotiated: false,
+        }
+    }
+
     /// Handles one message. An `Err` ends the connection.
     pub fn handle(&mut self, msg: Message) -> Result<(), String> {
         let Message { hdr, payload, fds } = msg;
