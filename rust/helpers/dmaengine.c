@@ -14,8 +14,9 @@
 #include <linux/device.h>
 #include <linux/dma-mapping.h>
 #include <linux/dmaengine.h>
-#include <linux/rcupdate.h>
+#include <linux/llist.h>
 #include <linux/slab.h>
+#include <linux/workqueue.h>
 
 #include "dmaengine.h"		/* this glue's own prototypes */
 #include <drivers/dma/dmaengine.h>	/* cookies, callbacks (private) */
@@ -46,7 +47,7 @@ struct rust_dma_chan {
 
 struct rust_dma_device {
 	struct dma_device dma;
-	struct rcu_head rcu;
+	struct llist_node released;	/* on rust_dma_released once released */
 	const struct rust_dma_ops *ops;
 	void *ctx;
 	unsigned int nr_chans;
@@ -129,21 +130,52 @@ static void rdma_synchronize(struct dma_chan *chan)
 	chan_ops(chan)->synchronize(to_rchan(chan)->ctx);
 }
 
+/*
+ * Devices the core released, freed by a work item once the core is done
+ * with them.  The core calls device_release from dma_release_channel() ->
+ * dma_chan_put() when the last client lets go after the device was
+ * unregistered, and then still touches the channel and its device (the
+ * owner's module_put(), the debugfs client name) before it drops
+ * dma_list_mutex; from dma_async_device_unregister() it calls it under that
+ * mutex too.  The channels live in the rust_dma_device, so it may only be
+ * freed after the mutex was let go: the work item takes the mutex once, by
+ * asking for a slave channel of a device that has no capabilities at all,
+ * which the core answers under dma_list_mutex and without touching
+ * anything.  rust_dma_flush_released(), called at module exit, waits for
+ * the work item, so that none of this module's code runs after it is gone.
+ */
+static LLIST_HEAD(rust_dma_released);
+static struct dma_device rust_dma_barrier = {
+	.channels = LIST_HEAD_INIT(rust_dma_barrier.channels),
+};
+
+static void rust_dma_free_released(struct work_struct *work)
+{
+	struct llist_node *list = llist_del_all(&rust_dma_released);
+	struct rust_dma_device *rdev, *next;
+
+	if (!list)
+		return;
+	/* Returns NULL: the barrier device satisfies no capability mask. */
+	WARN_ON_ONCE(dma_get_any_slave_channel(&rust_dma_barrier));
+	llist_for_each_entry_safe(rdev, next, list, released)
+		kfree(rdev);
+}
+static DECLARE_WORK(rust_dma_free_work, rust_dma_free_released);
+
+void rust_dma_flush_released(void)
+{
+	flush_work(&rust_dma_free_work);
+}
+
 static void rdma_release(struct dma_device *dma)
 {
 	struct rust_dma_device *rdev = to_rdev(dma);
 
 	rdev->ops->release(rdev->ctx);
 	put_device(dma->dev);
-	/*
-	 * The core calls this from dma_release_channel() -> dma_chan_put() when
-	 * the last client lets go after the device was unregistered, and then
-	 * still touches the channel (chan->slave, the debugfs client name)
-	 * before it returns.  The channels live in @rdev, so free it only after
-	 * a grace period; kfree_rcu() needs no code of this module, which may
-	 * be unloaded by then.
-	 */
-	kfree_rcu(rdev, rcu);
+	llist_add(&rdev->released, &rust_dma_released);
+	schedule_work(&rust_dma_free_work);
 }
 
 /* Provider side. */

@@ -20,6 +20,7 @@ struct dma_device *rust_dma_device_alloc(struct device *dev,
 void rust_dma_device_free(struct dma_device *dma);
 int rust_dma_device_register(struct dma_device *dma);
 void rust_dma_device_unregister(struct dma_device *dma);
+void rust_dma_flush_released(void);
 struct dma_chan *rust_dma_device_chan(struct dma_device *dma, unsigned int i);
 const char *rust_dma_chan_name(struct dma_chan *chan);
 struct dma_async_tx_descriptor *rust_dma_desc_alloc(struct dma_chan *chan,

@@ -28,7 +28,7 @@ mod stats;
 
 use channel::{PlxChannel, Watchdog};
 use core::fmt;
-use dmaengine::provider::Registration;
+use dmaengine::provider::{Registration, ReleasedDevices};
 use kernel::{
     debugfs,
     device::Core,
@@ -71,6 +71,8 @@ module! {
 struct PlxDmaModule {
     #[pin]
     _driver: kernel::driver::Registration<pci::Adapter<PlxDmaDriver>>,
+    /// Dropped after the driver: waits for released devices to be freed.
+    _released: ReleasedDevices,
 }
 
 impl kernel::InPlaceModule for PlxDmaModule {
@@ -81,6 +83,7 @@ impl kernel::InPlaceModule for PlxDmaModule {
                 watchdog_ms()?;
                 kernel::driver::Registration::new(<Self as kernel::ModuleMetadata>::NAME, module)
             },
+            _released: ReleasedDevices::new(),
         })
     }
 }

@@ -70,6 +70,7 @@ mod ffi {
         pub(super) fn rust_dma_device_free(dma: *mut c_void);
         pub(super) fn rust_dma_device_register(dma: *mut c_void) -> c_int;
         pub(super) fn rust_dma_device_unregister(dma: *mut c_void);
+        pub(super) fn rust_dma_flush_released();
         pub(super) fn rust_dma_device_chan(dma: *mut c_void, i: c_uint) -> *mut c_void;
         pub(super) fn rust_dma_chan_name(chan: *mut c_void) -> *const c_char;
 

@@ -552,6 +552,40 @@ impl<T: ChannelOps> Drop for Registration<T> {
     }
 }
 
+/// Held by a provider module for as long as it is loaded: dropping it (at
+/// module exit) waits until every `struct dma_device` the core released has
+/// been freed.
+///
+/// The core may release a device after the driver's remove, when the last
+/// client lets go of a channel, and it touches the channel afterwards under
+/// its `dma_list_mutex`; the C glue therefore frees released devices from a
+/// work item that first waits for that mutex. That work item is this
+/// module's code, so the module must not go before it has run: declare this
+/// after the driver's registration in the module's type, so that it drops
+/// last.
+pub struct ReleasedDevices(());
+
+impl ReleasedDevices {
+    /// The guard; see the type's documentation.
+    pub fn new() -> Self {
+        Self(())
+    }
+}
+
+impl Default for ReleasedDevices {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for ReleasedDevices {
+    fn drop(&mut self) {
+        // SAFETY: Flushing the glue's static work item has no precondition
+        // beyond process context, which module exit is.
+        unsafe { ffi::rust_dma_flush_released() };
+    }
+}
+
 /// Recovers the channel from a C context pointer.
 ///
 /// # Safety
