@@ -26,7 +26,7 @@
 # copies on ch2 must be aborted by it.
 . /guest/lib.sh
 . /guest/dmatest.sh # plx_functions pci_of stat_of
-. /guest/params.sh # STALL_MS BAD_IOVA
+# STALL_MS and BAD_IOVA come from /guest/params.sh (lib.sh reads it).
 
 SIZE=16384
 # dma1's wait per copy: a copy whose interrupt is dropped takes this long.

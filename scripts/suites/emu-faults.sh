@@ -9,8 +9,8 @@ STALL_MS=1500
 BAD_IOVA=0xdead0000
 results=$REPO/build/results
 mkdir -p "$results"
-params=$results/emu-faults.params
-printf 'STALL_MS=%s\nBAD_IOVA=%s\n' "$STALL_MS" "$BAD_IOVA" >"$params"
+# The guest reads them from /guest/params.sh.
+export GUEST_PARAMS="STALL_MS=$STALL_MS BAD_IOVA=$BAD_IOVA"
 
 # One emulator, three channels, faults armed at start: channel 0 gets the
 # unmapped IOVAs and the injected data faults, channel 1 the interrupt faults
@@ -20,8 +20,7 @@ EMU_ARGS="--fault 0:fail-read=5 --fault 0:fail-write=6"
 EMU_ARGS+=" --fault 1:invalid-desc=2 --fault 1:dup-irq=4 --fault 1:drop-irq=6"
 EMU_ARGS+=" --fault 2:stall=$STALL_MS"
 rc=0
-run_emulated_guest emu-faults 3 900 "$REPO/scripts/suites/emu-faults.guest.sh" \
-	-a "$params:/guest/params.sh" || rc=$?
+run_emulated_guest emu-faults 3 900 "$REPO/scripts/suites/emu-faults.guest.sh" || rc=$?
 guest_points emu-faults
 check "emu-faults guest ran to the end with status 0, no splat" test "$rc" -eq 0
 
