@@ -903,6 +903,48 @@ static long vm_pin_pages(void)
 	return kb < 0 ? -1 : kb / (PAGE / 1024);
 }
 
+/*
+ * A file holds at most max_in_flight unreaped copies: the next SUBMIT gets
+ * EAGAIN and queues nothing. Closing the file with all of them queued stops
+ * the channel first, then unpins: close returns, and the process's VmPin is
+ * back to what it was.
+ */
+TEST_F(dev, in_flight_limit_then_close_with_copies_queued)
+{
+	unsigned int max = self->info.max_in_flight, batch = self->info.max_batch;
+	unsigned char *s = map_pages(PAGE), *d = map_pages((size_t)(max + 1) * PAGE);
+	struct plx_dma_copy c[64];
+	long pinned_before = vm_pin_pages();
+	unsigned int queued = 0;
+
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	ASSERT_LE(batch, 64);
+	ASSERT_LE(0, pinned_before);
+	fill(s, PAGE, 51);
+	while (queued < max) {
+		unsigned int n = max - queued < batch ? max - queued : batch;
+
+		for (unsigned int k = 0; k < n; k++)
+			c[k] = (struct plx_dma_copy){
+				.size = sizeof(c[k]), .src = (uintptr_t)s,
+				.dst = (uintptr_t)(d + (size_t)(queued + k) * PAGE),
+				.len = PAGE, .user_data = queued + k,
+			};
+		ASSERT_EQ(n, submit(self->fd, c, n)) TH_LOG("after %u: %s", queued, strerror(errno));
+		queued += n;
+	}
+	c[0].dst = (uintptr_t)(d + (size_t)max * PAGE);
+	EXPECT_EQ(-1, submit(self->fd, c, 1));
+	EXPECT_EQ(EAGAIN, errno) TH_LOG("copy %u: %s", max + 1, strerror(errno));
+	EXPECT_LT(pinned_before, vm_pin_pages());
+	EXPECT_EQ(0, close(self->fd));
+	self->fd = -1;
+	EXPECT_EQ(pinned_before, vm_pin_pages());
+	munmap(s, PAGE);
+	munmap(d, (size_t)(max + 1) * PAGE);
+}
+
 /* Drops CAP_IPC_LOCK, which lets a process pin beyond RLIMIT_MEMLOCK. */
 static int drop_ipc_lock(void)
 {
