@@ -294,56 +294,68 @@ impl CopyFile {
         let chan = st.chan.as_ref().ok_or(ENODEV)?;
         job.map(chan)?;
         let max_seg = chan.max_segment();
-        let mut chunks = KVec::new();
-        for c in job.chunks(max_seg) {
-            chunks.push(c, GFP_KERNEL_ACCOUNT)?;
-        }
-        if chunks.iter().map(|c| u64::from(c.len)).sum::<u64>() != req.len {
+        let (count, bytes) = job
+            .chunks(max_seg)
+            .fold((0u32, 0u64), |(n, b), c| (n + 1, b + u64::from(c.len)));
+        if bytes != req.len {
             // The mappings do not cover the range: never copy part of it.
             return Err(EFAULT);
         }
         let Some(slot) = st.free.pop() else {
             return Err(EAGAIN);
         };
-        let count = chunks.len() as u32;
         let tag = self.tracker.arm(slot, count, for_reap);
         st.jobs[slot] = Some(job);
         let mut sent = 0u32;
-        let mut failure = None;
-        for (i, c) in chunks.iter().enumerate() {
-            let last = i + 1 == chunks.len();
-            let res = loop {
+        let failure = loop {
+            // Walks the chunks not sent yet; starts again after each wait,
+            // since the walk borrows the job, which lives under the lock.
+            let mut ring_full = false;
+            {
                 // Checked again after every wait: a removal may have come.
-                let Some(chan) = st.chan.as_ref().filter(|_| !st.gone) else {
-                    break Err(ENODEV);
+                let (Some(job), Some(chan)) = (
+                    st.jobs[slot].as_ref(),
+                    st.chan.as_ref().filter(|_| !st.gone),
+                ) else {
+                    break Some(ENODEV);
                 };
-                match chan.submit(c.dst, c.src, c.len as usize, last, &self.tracker, tag.raw()) {
-                    Err(e) if e == ENOSPC => {
-                        // The provider's descriptors are all in use. This
-                        // file holds the channel alone: only its own copies
-                        // can free them.
-                        if st.in_flight() <= 1 && sent == 0 {
-                            break Err(ENODEV);
+                let mut err = None;
+                for c in job.chunks(max_seg).skip(sent as usize) {
+                    let last = sent + 1 == count;
+                    match chan.submit(c.dst, c.src, c.len as usize, last, &self.tracker, tag.raw())
+                    {
+                        Ok(_) => sent += 1,
+                        Err(e) if e == ENOSPC => {
+                            // The provider's descriptors are all in use.
+                            // This file holds the channel alone: only its
+                            // own copies can free them.
+                            if st.in_flight() <= 1 && sent == 0 {
+                                err = Some(ENODEV);
+                            } else {
+                                chan.issue_pending();
+                                ring_full = true;
+                            }
+                            break;
                         }
-                        chan.issue_pending();
-                        drop(st);
-                        let waited = self.tracker.wait_any_progress(RING_WAIT_MS);
-                        st = self.state.lock();
-                        match waited {
-                            Ok(()) => continue,
-                            Err(WaitEnd::Interrupted) => break Err(EINTR),
-                            Err(WaitEnd::TimedOut) => break Err(EAGAIN),
+                        Err(e) => {
+                            err = Some(e);
+                            break;
                         }
                     }
-                    other => break other,
                 }
-            };
-            if let Err(e) = res {
-                failure = Some(e);
-                break;
+                if err.is_some() || !ring_full {
+                    break err;
+                }
             }
-            sent += 1;
-        }
+            drop(st);
+            let waited = self.tracker.wait_any_progress(RING_WAIT_MS);
+            st = self.state.lock();
+            match waited {
+                Ok(()) => {}
+                Err(WaitEnd::Interrupted) => break Some(EINTR),
+                Err(WaitEnd::TimedOut) => break Some(EAGAIN),
+            }
+        };
         match failure {
             None => Ok(slot),
             Some(e) if sent == 0 => {
