@@ -415,31 +415,30 @@ impl PlxChannel {
         if let Some(bar) = self.bar.try_access() {
             bar.write_reg(pause);
         }
-        match wait_ctrl(|c| c.graceful_pause_done(), 1000) {
+        let mut stopped = wait_ctrl(|c| c.graceful_pause_done(), 1000);
+        if stopped.as_ref().is_err_and(|e| *e != ENODEV) {
+            dev_err!(
+                self.dev,
+                "timeout waiting for graceful pause: aborting the engine\n"
+            );
+            if let Some(bar) = self.bar.try_access() {
+                bar.write_reg(pause.with_abort(true));
+            }
+            stopped = wait_ctrl(|c| c.abort_done(), 100);
+        }
+        match stopped {
             Ok(_) => {}
+            // The device went away meanwhile (its bus mastering with it).
             Err(e) if e == ENODEV => return true,
             Err(_) => {
                 dev_err!(
                     self.dev,
-                    "timeout waiting for graceful pause: aborting the engine\n"
+                    "the engine neither paused nor aborted: channel declared dead, its descriptors stay outstanding\n"
                 );
-                if let Some(bar) = self.bar.try_access() {
-                    bar.write_reg(pause.with_abort(true));
-                }
-                match wait_ctrl(|c| c.abort_done(), 100) {
-                    Ok(_) => {}
-                    Err(e) if e == ENODEV => return true,
-                    Err(_) => {
-                        dev_err!(
-                            self.dev,
-                            "the engine neither paused nor aborted: channel declared dead, its descriptors stay outstanding\n"
-                        );
-                        let mut st = self.state.lock();
-                        st.dead = true;
-                        st.active = false;
-                        return false;
-                    }
-                }
+                let mut st = self.state.lock();
+                st.dead = true;
+                st.active = false;
+                return false;
             }
         }
         if let Some(bar) = self.bar.try_access() {
