@@ -163,15 +163,23 @@ impl RingState {
     fn take_free(&mut self) -> Option<IdleDesc> {
         if self.free.is_empty() {
             let sub = self.submitter.as_ref()?;
+            // One pass, swapping the last entry into each hole (the
+            // order of the unacked list does not matter).
             let mut i = 0;
             while i < self.unacked.len() {
-                if sub.acked(&self.unacked[i]) {
-                    let d = self.unacked.remove(i).ok()?;
-                    // Cannot fail: room for every descriptor.
-                    let _ = self.free.push_within_capacity(d);
-                } else {
+                if !sub.acked(&self.unacked[i]) {
                     i += 1;
+                    continue;
                 }
+                let Some(last) = self.unacked.pop() else {
+                    break;
+                };
+                let d = match self.unacked.get_mut(i) {
+                    Some(hole) => core::mem::replace(hole, last),
+                    None => last,
+                };
+                // Cannot fail: room for every descriptor.
+                let _ = self.free.push_within_capacity(d);
             }
         }
         self.free.pop()
