@@ -6,11 +6,15 @@
 //!
 //! The ring lives in coherent DMA memory. Hardware slots are filled at
 //! *submit* time, in cookie order, so that a client may prepare several
-//! descriptors and submit them in any order. For each slot the driver writes
-//! the addresses and size, orders them with `dma_wmb()`, then sets VALID;
-//! `issue_pending` orders all VALID bits before the START doorbell. The
-//! engine clears VALID in its write-back, which is what completion reaps,
-//! from `tail` up to the first slot the engine still owns.
+//! descriptors and submit them in any order: the driver writes the
+//! addresses and size, but not VALID. `issue_pending` hands the batch
+//! submitted since the last one to the engine: one `dma_wmb()` orders the
+//! fields before the VALID bits, another the VALID bits before the one
+//! START doorbell of the batch. Which descriptors ask for a completion
+//! interrupt is decided there too, for the whole batch (see
+//! [`ChannelConfig`]). The engine clears VALID in its write-back, which is
+//! what completion reaps, from `tail` up to the first slot the engine
+//! still owns, and never past what was issued.
 //!
 //! # Locking
 //!
@@ -39,7 +43,7 @@ use crate::{
         },
         Cookie, PrepFlags, TxResult,
     },
-    hw_desc::{HwDesc, WriteBack, FLAG_VALID, MAX_ADDRESS, MAX_COPY},
+    hw_desc::{issued_word, HwDesc, WriteBack, FLAG_VALID, MAX_ADDRESS, MAX_COPY},
     regs::{self, BAR0_SIZE},
     stats::Stats,
 };
@@ -69,8 +73,11 @@ use kernel::{
 use pin_init::Zeroable;
 use watchdog::WatchdogState;
 
+mod config;
+mod reaper;
 mod watchdog;
-pub(crate) use watchdog::{period as watchdog_period, Watchdog};
+pub(crate) use config::ChannelConfig;
+pub(crate) use watchdog::Watchdog;
 
 type Ring = Coherent<[HwDesc]>;
 
@@ -121,9 +128,12 @@ struct RingState {
     dead: bool,
     /// Next slot to fill (free-running; slot = head % size).
     head: u32,
+    /// End of what `issue_pending` handed to the engine (free-running,
+    /// from `tail` to `head`): slots from here to `head` are submitted but
+    /// not VALID yet.
+    issued: u32,
     /// Oldest slot not yet completed (free-running).
     tail: u32,
-    /// Descriptor index held by each ring slot.
     /// The token of the descriptor each ring slot holds.
     in_ring: KVec<Option<SubmittedDesc>>,
     /// The token of each descriptor prepared and not yet submitted, by
@@ -143,8 +153,14 @@ struct RingState {
 }
 
 impl RingState {
+    /// Descriptors submitted and not completed, issued or not.
     fn in_flight(&self) -> u32 {
         self.head.wrapping_sub(self.tail)
+    }
+
+    /// Descriptors handed to the engine and not completed.
+    fn issued_in_flight(&self) -> u32 {
+        self.issued.wrapping_sub(self.tail)
     }
 
     /// Makes descriptor `id`, whose callback has run, reusable, or keeps it
@@ -253,20 +269,22 @@ pub(crate) struct PlxChannel {
     /// Recovers from a stall the watchdog found (see [`Watchdog`]).
     #[pin]
     recovery_work: Work<Self>,
-    /// Half the watchdog timeout; `None` when the watchdog is off.
-    watchdog_period: Option<Delta>,
+    /// Reaps completions in softirq context (see [`reaper`]).
+    #[pin]
+    reap_work: Work<Self, { reaper::REAP }>,
+    /// Completion interrupts, polling and the watchdog timeout.
+    config: ChannelConfig,
     pub(crate) stats: Stats,
 }
 
 impl PlxChannel {
     /// Creates the channel of a bound function with a ring of `size` slots,
-    /// a power of two, and a stall watchdog ticking every `watchdog_period`
-    /// (see [`watchdog_period`]).
+    /// a power of two, completing as `config` says.
     pub(crate) fn new(
         dev: &Device<Bound>,
         bar: DevresBar<BAR0_SIZE>,
         size: u32,
-        watchdog_period: Option<Delta>,
+        config: ChannelConfig,
     ) -> Result<Arc<Self>> {
         if !size.is_power_of_two() {
             return Err(EINVAL);
@@ -302,6 +320,7 @@ impl PlxChannel {
                     attached: false,
                     dead: false,
                     head: 0,
+                    issued: 0,
                     tail: 0,
                     in_ring,
                     prepared,
@@ -324,7 +343,8 @@ impl PlxChannel {
                 recovery <- new_mutex!((), "plx_dma_recovery"),
                 watchdog_timer <- HrTimer::new(),
                 recovery_work <- new_work!("plx_dma_recovery_work"),
-                watchdog_period,
+                reap_work <- new_work!("plx_dma_reap_work"),
+                config,
                 stats: Stats::new(),
             }),
             GFP_KERNEL,
@@ -370,7 +390,7 @@ impl PlxChannel {
     fn restart(&self) -> Result {
         self.program_ring()?;
         let st = self.state.lock();
-        if st.active && st.in_flight() != 0 {
+        if st.active && st.issued_in_flight() != 0 {
             dma_mb(Write);
             self.kick();
         }
@@ -459,6 +479,15 @@ impl PlxChannel {
         true
     }
 
+    /// Whether the client of the descriptor at free-running index `index`
+    /// asked for a completion callback (`DMA_PREP_INTERRUPT`).
+    fn asks_interrupt(&self, st: &RingState, index: u32) -> bool {
+        st.in_ring[self.slot(index)]
+            .as_ref()
+            .and_then(|t| st.descs.get(t.index()))
+            .is_some_and(|d| d.interrupt)
+    }
+
     /// Rings the doorbell: the engine fetches from its next pointer.
     fn kick(&self) {
         if let Some(bar) = self.bar.try_access() {
@@ -544,11 +573,19 @@ impl PlxChannel {
                 break;
             };
             let d = st.descs[desc_id];
-            let (result, residue) = if !wb.pending() {
+            let unissued = st.issued_in_flight() == 0;
+            let abort =
+                mode == Drain::All || matches!(mode, Drain::AbortBefore(bound) if st.tail != bound);
+            let (result, residue) = if unissued {
+                // Never handed to the engine: nothing to reap, only to
+                // take back, whole, from a stopped one.
+                if !abort {
+                    break;
+                }
+                (TxResult::Aborted, d.len)
+            } else if !wb.pending() {
                 (wb.result(), wb.residue(d.len))
-            } else if mode == Drain::All
-                || matches!(mode, Drain::AbortBefore(bound) if st.tail != bound)
-            {
+            } else if abort {
                 // Take the descriptor back from the stopped engine.
                 let _ = write_flags(&ring, slot, word & !FLAG_VALID);
                 (TxResult::Aborted, d.len)
@@ -575,6 +612,9 @@ impl PlxChannel {
             out[n] = Some(fin);
             n += 1;
             st.tail = st.tail.wrapping_add(1);
+            if unissued {
+                st.issued = st.tail;
+            }
         }
         n
     }
@@ -634,6 +674,13 @@ impl PlxChannel {
         self.drain(Drain::Finished);
     }
 
+    /// Whether an acknowledged interrupt needs the IRQ thread: to recover
+    /// from an engine error (which sleeps), or to reap when configured so.
+    /// Otherwise the caller queues the reap with [`Self::queue_reap`].
+    pub(crate) fn needs_thread(&self) -> bool {
+        self.config.reap_in_thread || self.error_pending.load(Relaxed)
+    }
+
     /// Top half: acknowledge the interrupt. Returns whether it was ours.
     pub(crate) fn ack_interrupt(&self) -> bool {
         let Some(bar) = self.bar.try_access() else {
@@ -681,6 +728,7 @@ impl ChannelOps for PlxChannel {
             }
             st.submitter = Some(sub);
             st.head = 0;
+            st.issued = 0;
             st.tail = 0;
             st.free.clear();
             st.unacked.clear();
@@ -791,7 +839,8 @@ impl ChannelOps for PlxChannel {
         };
         let slot = self.slot(st.head);
         let d = st.descs[index];
-        let hw = HwDesc::copy(d.dst, d.src, d.len, d.interrupt);
+        // Not VALID, and the interrupt is decided when the batch is issued.
+        let hw = HwDesc::copy(d.dst, d.src, d.len, false);
         if let Err(e) = write_desc(&ring, slot, &hw) {
             st.prepared[index] = Some(token);
             return Cookie::error(e);
@@ -807,9 +856,6 @@ impl ChannelOps for PlxChannel {
             }
         };
         st.descs[index].cookie = cookie.raw();
-        // The engine must see the descriptor's fields before it sees VALID.
-        dma_mb(Write);
-        let _ = write_flags(&ring, slot, hw.flags_and_size | FLAG_VALID);
         st.in_ring[slot] = Some(token);
         st.head = st.head.wrapping_add(1);
         Stats::bump(&self.stats.submitted);
@@ -817,16 +863,42 @@ impl ChannelOps for PlxChannel {
     }
 
     fn issue_pending(&self) {
-        // The doorbell rings under the lock, so that a recovery cannot
-        // detach the engine between the check and the write.
-        let st = self.state.lock();
-        if !st.active || !st.attached {
-            // A restart rings it for what is queued.
+        let mut st = self.state.lock();
+        let n = st.head.wrapping_sub(st.issued);
+        if !st.active || n == 0 {
             return;
         }
-        // Every VALID bit must reach memory before the doorbell.
+        let Some(ring) = self.ring.try_access() else {
+            return;
+        };
+        let first = st.issued;
+        let batch_asked = (0..n).any(|i| self.asks_interrupt(&st, first.wrapping_add(i)));
+        // The engine must see every descriptor's fields before any VALID.
         dma_mb(Write);
-        self.kick();
+        for i in 0..n {
+            let index = first.wrapping_add(i);
+            let slot = self.slot(index);
+            let Some(id) = st.in_ring[slot].as_ref().map(SubmittedDesc::index) else {
+                continue;
+            };
+            let asked = self.asks_interrupt(&st, index);
+            let interrupt = self.config.interrupt(i, n, asked, batch_asked);
+            if interrupt {
+                Stats::bump(&self.stats.irq_requests);
+            }
+            let _ = write_flags(&ring, slot, issued_word(st.descs[id].len, interrupt));
+        }
+        st.issued = st.head;
+        // Issued even while a recovery has the engine detached: its
+        // restart rings the doorbell for them. Rung under the lock, so
+        // that a recovery cannot detach the engine between the check and
+        // the write.
+        if st.attached {
+            // Every VALID bit must reach memory before the doorbell.
+            dma_mb(Write);
+            self.kick();
+            Stats::bump(&self.stats.doorbells);
+        }
         drop(st);
     }
 

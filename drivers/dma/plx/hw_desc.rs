@@ -53,6 +53,12 @@ impl HwDesc {
     }
 }
 
+/// The first word of an issued descriptor: its size, VALID, and
+/// INT_WHEN_DONE when `interrupt`.
+pub(crate) fn issued_word(len: u32, interrupt: bool) -> u32 {
+    HwDesc::copy(0, 0, len, interrupt).flags_and_size | FLAG_VALID
+}
+
 /// What the engine wrote back into a descriptor's first word.
 #[derive(Clone, Copy)]
 pub(crate) struct WriteBack(pub(crate) u32);

@@ -26,7 +26,7 @@ mod hw_desc;
 mod regs;
 mod stats;
 
-use channel::{PlxChannel, Watchdog};
+use channel::{ChannelConfig, PlxChannel, Watchdog};
 use core::fmt;
 use dmaengine::provider::{Registration, ReleasedDevices};
 use kernel::{
@@ -38,6 +38,7 @@ use kernel::{
     prelude::*,
     str::CString,
     sync::Arc,
+    time::Delta,
 };
 use pci_ext::ThreadedIrq;
 
@@ -62,6 +63,18 @@ module! {
             default: 5000,
             description: "Abort a channel's copies after this long without progress (ms, 20..600000; 0: off)",
         },
+        irq_thread: u32 {
+            default: 0,
+            description: "1: reap completions in the IRQ thread; 0: in softirq context, no context switch",
+        },
+        irq_coalesce: u32 {
+            default: 1,
+            description: "1: one completion interrupt per issued batch; 0: one per descriptor prepared with DMA_PREP_INTERRUPT",
+        },
+        poll_us: u32 {
+            default: 0,
+            description: "Polled mode: no completion interrupts, reap every this many us while copies are in flight (10..100000; 0: off)",
+        },
     },
 }
 
@@ -80,7 +93,7 @@ impl kernel::InPlaceModule for PlxDmaModule {
         try_pin_init!(Self {
             _driver <- {
                 ring_size()?;
-                watchdog_ms()?;
+                channel_config()?;
                 kernel::driver::Registration::new(<Self as kernel::ModuleMetadata>::NAME, module)
             },
             _released: ReleasedDevices::new(),
@@ -122,18 +135,58 @@ fn watchdog_ms() -> Result<u32> {
     Ok(ms)
 }
 
-/// Interrupt handler of one function: the hard half acknowledges, the
-/// thread completes.
+/// Polling periods the driver accepts (us), besides 0 (interrupts).
+const POLL_MIN_US: u32 = 10;
+const POLL_MAX_US: u32 = 100_000;
+
+/// Validates the completion parameters (`irq_thread`, `irq_coalesce`,
+/// `poll_us`, `watchdog_ms`) into a channel configuration.
+fn channel_config() -> Result<ChannelConfig> {
+    let watchdog = watchdog_ms()?;
+    let coalesce = module_parameters::irq_coalesce.value();
+    if coalesce > 1 {
+        pr_err!("irq_coalesce={} is invalid: use 0 or 1\n", coalesce);
+        return Err(EINVAL);
+    }
+    let thread = module_parameters::irq_thread.value();
+    if thread > 1 {
+        pr_err!("irq_thread={} is invalid: use 0 or 1\n", thread);
+        return Err(EINVAL);
+    }
+    let us = module_parameters::poll_us.value();
+    if us != 0 && !(POLL_MIN_US..=POLL_MAX_US).contains(&us) {
+        pr_err!(
+            "poll_us={} is invalid: use 0 (interrupts) or {} to {}\n",
+            us,
+            POLL_MIN_US,
+            POLL_MAX_US
+        );
+        return Err(EINVAL);
+    }
+    Ok(ChannelConfig {
+        coalesce: coalesce == 1,
+        poll: (us != 0).then(|| Delta::from_micros(i64::from(us))),
+        watchdog: (watchdog != 0).then(|| Delta::from_millis(i64::from(watchdog))),
+        reap_in_thread: thread == 1,
+    })
+}
+
+/// Interrupt handler of one function: the hard half acknowledges and
+/// queues the reap in softirq context; the thread recovers from engine
+/// errors (and reaps, with `irq_thread=1`).
 struct IrqHandler {
     chan: Arc<PlxChannel>,
 }
 
 impl ThreadedHandler for IrqHandler {
     fn handle(&self) -> ThreadedIrqReturn {
-        if self.chan.ack_interrupt() {
+        if !self.chan.ack_interrupt() {
+            ThreadedIrqReturn::None
+        } else if self.chan.needs_thread() {
             ThreadedIrqReturn::WakeThread
         } else {
-            ThreadedIrqReturn::None
+            PlxChannel::queue_reap(self.chan.as_arc_borrow());
+            ThreadedIrqReturn::Handled
         }
     }
 
@@ -152,6 +205,8 @@ fn show_stats(chan: &Arc<PlxChannel>, f: &mut fmt::Formatter<'_>) -> fmt::Result
     writeln!(f, "failed: {}", Stats::get(&s.failed))?;
     writeln!(f, "bytes: {}", Stats::get(&s.bytes))?;
     writeln!(f, "interrupts: {}", Stats::get(&s.interrupts))?;
+    writeln!(f, "doorbells: {}", Stats::get(&s.doorbells))?;
+    writeln!(f, "irq_requests: {}", Stats::get(&s.irq_requests))?;
     writeln!(f, "recoveries: {}", Stats::get(&s.recoveries))?;
     writeln!(f, "stalls: {}", Stats::get(&s.stalls))?;
     writeln!(f, "ring_size: {}", chan.size())?;
@@ -199,14 +254,14 @@ impl pci::Driver for PlxDmaDriver {
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
         pin_init::pin_init_scope(move || {
             let size = ring_size()?;
-            let watchdog = channel::watchdog_period(watchdog_ms()?);
+            let config = channel_config()?;
             pdev.enable_device_mem()?;
             pdev.set_master();
             let bits = pci_ext::set_dma_mask(pdev, DmaMask::new::<48>())?;
             let bar = pdev
                 .iomap_region_sized::<{ regs::BAR0_SIZE }>(0, c"rust_plx_dma")?
                 .into_devres()?;
-            let chan = PlxChannel::new(pdev.as_ref(), bar, size, watchdog)?;
+            let chan = PlxChannel::new(pdev.as_ref(), bar, size, config)?;
             let mut chans = KVec::with_capacity(1, GFP_KERNEL)?;
             chans.push(chan.clone(), GFP_KERNEL)?;
             let handler = IrqHandler { chan: chan.clone() };

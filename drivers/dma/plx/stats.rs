@@ -17,6 +17,10 @@ pub(crate) struct Stats {
     pub(crate) bytes: Atomic<u64>,
     /// Interrupts taken.
     pub(crate) interrupts: Atomic<u64>,
+    /// START doorbells rung by `issue_pending` (one per issued batch).
+    pub(crate) doorbells: Atomic<u64>,
+    /// Descriptors issued with INT_WHEN_DONE.
+    pub(crate) irq_requests: Atomic<u64>,
     /// Channel recoveries after an engine error or a stall.
     pub(crate) recoveries: Atomic<u64>,
     /// Stalls caught by the watchdog (each one also a recovery).
@@ -31,6 +35,8 @@ impl Stats {
             failed: Atomic::new(0),
             bytes: Atomic::new(0),
             interrupts: Atomic::new(0),
+            doorbells: Atomic::new(0),
+            irq_requests: Atomic::new(0),
             recoveries: Atomic::new(0),
             stalls: Atomic::new(0),
         }

@@ -1,18 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The stall watchdog of a channel.
+//! The ticker of a channel: its stall watchdog, and its poller in polled
+//! mode.
 //!
 //! A periodic soft hrtimer, armed for as long as the function is bound,
 //! does two things at each tick:
 //!
-//! - it reaps finished descriptors, so that a lost completion interrupt
-//!   delays a client by at most one period instead of forever;
-//! - it counts the ticks at which descriptors were in flight and `tail` had
-//!   not moved since the previous tick. After [`STALE_TICKS`] of them the
-//!   engine has made no progress for at least the watchdog timeout (the
-//!   period is half of it), and the channel is recovered like after an
-//!   error interrupt: the unfinished copies are aborted and the ring
-//!   restarts.
+//! - it reaps finished descriptors. With interrupts, a lost completion
+//!   interrupt then delays a client by at most one period instead of
+//!   forever; in polled mode (see
+//!   [`ChannelConfig::poll`](super::ChannelConfig::poll)) this is how
+//!   every completion is found, and the tick comes every poll period
+//!   while descriptors are in flight;
+//! - it watches progress: when descriptors have been in flight with `tail`
+//!   unmoved for the watchdog timeout, the engine has stalled, and the
+//!   channel is recovered like after an error interrupt: the unfinished
+//!   copies are aborted and the ring restarts.
 //!
 //! The tick runs in softirq context, where dmaengine clients expect their
 //! callbacks anyway. The recovery does not: stopping a stalled engine may
@@ -31,58 +34,71 @@ use kernel::{
             ArcHrTimerHandle, HrTimerCallback, HrTimerCallbackContext, HrTimerPointer,
             HrTimerRestart, RelativeSoftMode,
         },
-        Delta, Monotonic,
+        Delta, Instant, Monotonic,
     },
     workqueue::{self, WorkItem},
 };
 
-/// Ticks without progress before the engine is declared stalled. Ticks
-/// come every half timeout and the first may come right after a submit, so
-/// three of them span at least one whole timeout.
-const STALE_TICKS: u32 = 3;
+/// Idle ticks for which a polled channel keeps polling at full rate after
+/// its ring drained, so that a client copying one buffer at a time is not
+/// slowed to the idle period.
+const LINGER_TICKS: u32 = 200;
 
-/// What the watchdog remembers between ticks, under the ring lock.
+/// What the ticker remembers between ticks, under the ring lock.
 #[derive(Default)]
 pub(super) struct WatchdogState {
     /// `tail` at the previous tick.
     last_tail: u32,
-    /// Consecutive ticks with work in flight and no progress.
-    stale: u32,
+    /// Since when descriptors have been in flight with `tail` unmoved.
+    stale_since: Option<Instant<Monotonic>>,
+    /// Consecutive ticks that found nothing in flight.
+    idle_ticks: u32,
     /// The recovery work item is queued or running.
     recovery_queued: bool,
 }
 
-/// The running watchdog of a channel: dropping it stops the timer and
-/// waits for a tick in progress.
+/// The running ticker of a channel: dropping it stops the timer and waits
+/// for a tick in progress.
 pub(crate) struct Watchdog(#[allow(dead_code)] ArcHrTimerHandle<PlxChannel>);
 
 impl Watchdog {
-    /// Starts the watchdog of `chan`, or returns `None` if `chan` has no
-    /// watchdog timeout.
+    /// Starts the ticker of `chan`, or returns `None` if `chan` needs none
+    /// (no watchdog timeout and not polled).
     pub(crate) fn start(chan: &Arc<PlxChannel>) -> Option<Self> {
-        let period = chan.watchdog_period?;
+        let period = chan.config.tick(false)?;
         Some(Self(chan.clone().start(period)))
     }
 }
 
 impl PlxChannel {
-    /// One watchdog tick. Returns whether the engine is stalled.
-    fn watchdog_tick(&self) -> bool {
+    /// One tick. Returns whether the engine is stalled, and whether the
+    /// channel counts as busy for the next period.
+    fn watchdog_tick(&self) -> (bool, bool) {
         self.drain(Drain::Finished);
         let mut st = self.state.lock();
         let tail = st.tail;
-        let stalled = st.active && st.in_flight() != 0 && tail == st.watchdog.last_tail;
+        let busy = st.active && st.issued.wrapping_sub(tail) != 0;
+        let progressed = tail != st.watchdog.last_tail;
         st.watchdog.last_tail = tail;
-        if !stalled {
-            st.watchdog.stale = 0;
-            return false;
+        st.watchdog.idle_ticks = if busy {
+            0
+        } else {
+            st.watchdog.idle_ticks.saturating_add(1)
+        };
+        let lingering = st.watchdog.idle_ticks < LINGER_TICKS;
+        if !busy || progressed {
+            st.watchdog.stale_since = None;
+            return (false, busy || lingering);
         }
-        st.watchdog.stale += 1;
-        if st.watchdog.stale < STALE_TICKS {
-            return false;
+        let Some(timeout) = self.config.watchdog else {
+            return (false, true);
+        };
+        let since = *st.watchdog.stale_since.get_or_insert_with(Instant::now);
+        if since.elapsed().as_nanos() < timeout.as_nanos() {
+            return (false, true);
         }
-        st.watchdog.stale = 0;
-        true
+        st.watchdog.stale_since = None;
+        (true, true)
     }
 }
 
@@ -98,7 +114,7 @@ impl PlxChannel {
             st.watchdog.recovery_queued = true;
         }
         // Cannot be queued already: `recovery_queued` was clear.
-        let _ = workqueue::system_long().enqueue(Arc::from(this));
+        let _ = workqueue::system_long().enqueue::<Arc<Self>, 0>(Arc::from(this));
     }
 
     /// Waits until no recovery work item is queued or running. The
@@ -117,14 +133,18 @@ impl HrTimerCallback for PlxChannel {
         if this.state.lock().dead {
             return HrTimerRestart::NoRestart;
         }
-        if this.watchdog_tick() {
+        let (stalled, busy) = this.watchdog_tick();
+        if stalled {
             Stats::bump(&this.stats.stalls);
             Self::queue_recovery(this);
         }
-        if let Some(period) = this.watchdog_period {
-            ctx.forward_now(period);
+        match this.config.tick(busy) {
+            Some(period) => {
+                ctx.forward_now(period);
+                HrTimerRestart::Restart
+            }
+            None => HrTimerRestart::NoRestart,
         }
-        HrTimerRestart::Restart
     }
 }
 
@@ -134,13 +154,13 @@ impl WorkItem for PlxChannel {
     /// Recovers the stalled channel, in process context.
     fn run(this: Arc<Self>) {
         if !this.state.lock().dead {
-            let ms = this.watchdog_period.map_or(0, |p| p.as_millis() * 2);
+            let ms = this.config.watchdog.map_or(0, |t| t.as_millis());
             this.recover(format_args!("no progress for {ms} ms"));
         }
         let mut st = this.state.lock();
         // The abort moved `tail`: that is no progress of the engine's.
         st.watchdog.last_tail = st.tail;
-        st.watchdog.stale = 0;
+        st.watchdog.stale_since = None;
         st.watchdog.recovery_queued = false;
     }
 }
@@ -154,9 +174,4 @@ impl_has_hr_timer! {
         mode: RelativeSoftMode<Monotonic>,
         field: self.watchdog_timer,
     }
-}
-
-/// The tick period for a watchdog timeout of `timeout_ms` (0: none).
-pub(crate) fn period(timeout_ms: u32) -> Option<Delta> {
-    (timeout_ms != 0).then(|| Delta::from_millis(i64::from(timeout_ms) / 2))
 }
