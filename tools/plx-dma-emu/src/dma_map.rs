@@ -17,7 +17,7 @@ use std::sync::{Arc, RwLock, Weak};
 use vfio_bindings::bindings::vfio::{VFIO_DMA_MAP_FLAG_READ, VFIO_DMA_MAP_FLAG_WRITE};
 
 use crate::memory::{CopyError, DmaError, GuestMemory};
-use crate::stats::{inc, Stats};
+use crate::stats::{add, inc, Stats};
 use crate::sys::Mmap;
 
 /// A whole backing file mapped once.
@@ -381,7 +381,10 @@ impl GuestMemory for MappedMemory {
                 }
             };
             match direct {
-                Some((n, true)) => done += n,
+                Some((n, true)) => {
+                    add(&self.stats.bytes_mapped, n as u64);
+                    done += n;
+                }
                 Some((_, false)) => {
                     return Err(CopyError::Write(DmaError::Permission {
                         iova: d,
@@ -403,6 +406,8 @@ impl GuestMemory for MappedMemory {
                     }
                     self.read(s, &mut scratch[..n]).map_err(CopyError::Read)?;
                     self.write(d, &scratch[..n]).map_err(CopyError::Write)?;
+                    // At least one side went through messages.
+                    add(&self.stats.bytes_messages, n as u64);
                     done += n;
                 }
             }

@@ -367,6 +367,11 @@ fn qemu_like_session_over_socketpair() {
     assert_eq!(out, data);
     assert!(c.dma_reads >= 2 && c.dma_writes >= 2);
     assert_eq!(dev.stats.dma_client_errors.load(Ordering::Relaxed), 1);
+    // Only the successful copy's payload counts, and all of it as message
+    // bytes; the descriptor fetches and write-backs do not.
+    assert_eq!(dev.stats.bytes_messages.load(Ordering::Relaxed), 3000);
+    assert_eq!(dev.stats.bytes_mapped.load(Ordering::Relaxed), 0);
+    assert_eq!(dev.stats.dma_maps.load(Ordering::Relaxed), 2);
 
     // Interrupts: two INT_WHEN_DONE descriptors -> MSI-X signals. The
     // status is latched after the write-back lands (as on hardware), so
@@ -462,6 +467,8 @@ fn mapped_path_uses_shared_memory() {
     );
     assert_eq!(dev.stats.dma_messages.load(Ordering::Relaxed), 0);
     assert!(dev.stats.mapped_misses.load(Ordering::Relaxed) >= 1);
+    assert_eq!(dev.stats.bytes_mapped.load(Ordering::Relaxed), 8192);
+    assert_eq!(dev.stats.dma_maps.load(Ordering::Relaxed), 1);
     // Unmap: the same descriptor now misses.
     let unmap = Writer::default()
         .u32(24)
@@ -470,6 +477,7 @@ fn mapped_path_uses_shared_memory() {
         .u64(0)
         .0;
     c.ok(cmd::DMA_UNMAP, &unmap);
+    assert_eq!(dev.stats.dma_unmaps.load(Ordering::Relaxed), 1);
     c.finish();
 }
 
