@@ -46,9 +46,9 @@ struct Cli {
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
 
-    /// Access guest memory through the shared DMA_MAP windows instead of
-    /// DMA_READ/DMA_WRITE messages (faster; misses are not seen by the guest
-    /// IOMMU).
+    /// Access guest memory directly through the shared DMA_MAP windows
+    /// (faster); accesses outside them still use DMA_READ/DMA_WRITE
+    /// messages, so the guest IOMMU sees and faults them.
     #[arg(long)]
     mapped: bool,
 
