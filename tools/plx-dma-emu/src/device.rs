@@ -89,6 +89,11 @@ pub struct State {
     pub generation: u64,
     /// The engine thread must exit.
     pub worker_stop: bool,
+    /// The engine thread sleeps on the condition variable. Register
+    /// writes wake it only then: a wake-up is a futex system call even
+    /// with no one waiting, and the driver writes a doorbell per
+    /// submission and INTR_STATUS per interrupt while the engine is busy.
+    engine_waiting: bool,
     stats: Arc<Stats>,
     name: Arc<str>,
 }
@@ -127,6 +132,7 @@ impl Device {
                 faults: Faults::default(),
                 generation: 0,
                 worker_stop: false,
+                engine_waiting: false,
                 stats: stats.clone(),
                 name: name.clone(),
             }),
@@ -235,8 +241,13 @@ impl Device {
             }
             st.write32(self, dw, value, expand_byte_mask(mask));
         }
+        // A sleeping engine checks its condition under the lock before it
+        // waits, so reading the flag under the same lock loses no wake-up.
+        let wake = st.engine_waiting;
         drop(st);
-        self.notify();
+        if wake {
+            self.notify();
+        }
         true
     }
 
@@ -448,7 +459,9 @@ impl Device {
     pub fn wait_for_work(&self) -> bool {
         let mut st = self.lock();
         while !st.worker_stop && !st.runnable() {
+            st.engine_waiting = true;
             st = self.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+            st.engine_waiting = false;
         }
         st.worker_stop
     }
@@ -466,11 +479,13 @@ impl Device {
             if now >= deadline {
                 return false;
             }
+            st.engine_waiting = true;
             st = self
                 .wake
                 .wait_timeout(st, deadline - now)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+            st.engine_waiting = false;
         }
     }
 
@@ -745,7 +760,7 @@ impl State {
         self.regs.next_lo = (self.eng.base + self.eng.index as u64 * DESC_SIZE) as u32;
         self.regs.last_addr = desc_addr as u32;
         self.regs.last_size = transferred;
-        let s = self.stats.clone();
+        let s = &self.stats;
         inc(&s.descriptors);
         add(&s.bytes, transferred as u64);
         let mut bits = 0u16;

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::conn::Conn;
-use crate::memory::{DmaError, GuestMemory};
+use crate::memory::{bounce_copy, CopyError, DmaError, GuestMemory};
 use crate::protocol::{cmd, request, DmaRw};
-use crate::stats::{inc, Stats};
+use crate::stats::{add, inc, Stats};
 
 /// How long one DMA message may take. QEMU answers from its main loop, so
 /// this only trips if the client is wedged; the descriptor then fails.
@@ -115,6 +115,12 @@ impl GuestMemory for ClientDma {
             self.transact(cmd::DMA_WRITE, a, &payload)?;
             at += chunk.len();
         }
+        Ok(())
+    }
+
+    fn copy(&self, src: u64, dst: u64, len: usize, scratch: &mut Vec<u8>) -> Result<(), CopyError> {
+        bounce_copy(self, src, dst, len, scratch)?;
+        add(&self.stats.bytes_messages, len as u64);
         Ok(())
     }
 

@@ -6,9 +6,16 @@
 //! single 4 KiB page, all backed by the same guest-RAM memfd. Mapping each
 //! window separately would cost one mmap per page, so each distinct backing
 //! file (same device and inode) is mapped once, whole, and windows point
-//! into it. The table stays exact: an access is allowed only where a window
-//! with the right permission says so, whatever else the file mapping would
-//! reach.
+//! into it. The table stays exact: an access goes directly to the file
+//! mapping only where a window with the right permission says so, whatever
+//! else the file mapping would reach.
+//!
+//! Everything else is a *miss* and is carried out with DMA messages, like
+//! on the default path: the client (QEMU) then performs the access through
+//! the guest IOMMU, so an IOVA the guest did not map gives a real guest
+//! DMAR fault and an error reply, which the engine turns into RD_FAIL or
+//! WR_FAIL. The table is only a cache of what the client told us; the
+//! guest IOMMU stays the authority.
 
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
@@ -17,7 +24,7 @@ use std::sync::{Arc, RwLock, Weak};
 use vfio_bindings::bindings::vfio::{VFIO_DMA_MAP_FLAG_READ, VFIO_DMA_MAP_FLAG_WRITE};
 
 use crate::memory::{CopyError, DmaError, GuestMemory};
-use crate::stats::{inc, Stats};
+use crate::stats::{add, inc, Stats};
 use crate::sys::Mmap;
 
 /// A whole backing file mapped once.
@@ -73,11 +80,30 @@ pub struct DmaMapTable {
 }
 
 /// What a lookup found for the start of an access.
-enum Piece {
+///
+/// The mapping is borrowed from the table: it can only be used while the
+/// table's read lock is held, which is what keeps DMA_UNMAP from removing
+/// it in the middle of a copy.
+enum Piece<'a> {
     /// Direct access: mapping, offset in it, bytes available from there.
-    Mapped(Arc<FileMap>, u64, u64),
-    /// Window without a file: use messages for this many bytes.
+    Mapped(&'a Mmap, usize, u64),
+    /// A window the emulator cannot access itself (no file descriptor, or
+    /// a read-only file under a writable window): use messages for this
+    /// many bytes.
     Unbacked(u64),
+    /// No window, or a window without the needed permission: use messages
+    /// for this many bytes, so that the client's IOMMU decides (and, for
+    /// QEMU, the guest sees the fault).
+    Miss(u64),
+}
+
+impl Piece<'_> {
+    /// Bytes the piece covers.
+    fn len(&self) -> u64 {
+        match *self {
+            Piece::Mapped(_, _, n) | Piece::Unbacked(n) | Piece::Miss(n) => n,
+        }
+    }
 }
 
 impl DmaMapTable {
@@ -215,27 +241,45 @@ impl DmaMapTable {
         removed
     }
 
-    /// Resolves the first piece of an access of `len` bytes at `iova`.
-    fn piece(&self, iova: u64, len: u64, write: bool) -> Result<Piece, DmaError> {
-        let (&base, w) = self
+    /// Resolves the first piece of an access of `len` (at least 1) bytes
+    /// at `iova`; `iova + len` must not wrap.
+    fn piece(&self, iova: u64, len: u64, write: bool) -> Piece<'_> {
+        let hit = self
             .windows
             .range(..=iova)
             .next_back()
-            .filter(|(&b, w)| iova < b + w.size)
-            .ok_or(DmaError::Unmapped { iova, len })?;
-        if (write && !w.writable) || (!write && !w.readable) {
-            return Err(DmaError::Permission { iova, write });
-        }
+            .filter(|(&b, w)| iova < b + w.size);
+        let Some((&base, w)) = hit else {
+            // No window holds `iova`, so none starts there either: the
+            // miss runs up to the next window, or to the end of the access.
+            let next = self
+                .windows
+                .range(iova..)
+                .next()
+                .map_or(u64::MAX, |(&b, _)| b);
+            return Piece::Miss((next - iova).min(len));
+        };
         let avail = (base + w.size - iova).min(len);
-        Ok(match &w.backing {
-            Some((f, off)) => Piece::Mapped(f.clone(), off + (iova - base), avail),
-            None => Piece::Unbacked(avail),
-        })
+        if (write && !w.writable) || (!write && !w.readable) {
+            return Piece::Miss(avail);
+        }
+        match &w.backing {
+            Some((f, off)) if !write || f.map.writable() => {
+                // `map()` checked that the window lies inside the mapping,
+                // whose length is a `usize`.
+                match usize::try_from(off + (iova - base)) {
+                    Ok(o) => Piece::Mapped(&f.map, o, avail),
+                    Err(_) => Piece::Unbacked(avail),
+                }
+            }
+            _ => Piece::Unbacked(avail),
+        }
     }
 }
 
 /// The `--mapped` fast path: direct access to shared client memory, with
-/// DMA messages only for windows that came without a file descriptor.
+/// DMA messages for misses and for windows that came without a file
+/// descriptor.
 pub struct MappedMemory {
     table: Arc<RwLock<DmaMapTable>>,
     fallback: Arc<dyn GuestMemory>,
@@ -256,21 +300,14 @@ impl MappedMemory {
         }
     }
 
-    fn resolve(&self, iova: u64, len: u64, write: bool) -> Result<Piece, DmaError> {
-        // The read lock is held only while resolving and copying a mapped
-        // piece, never across a DMA message: DMA_UNMAP takes the write lock
-        // on the socket thread, which must stay free to route the replies.
-        let t = self.table.read().unwrap_or_else(|e| e.into_inner());
-        let r = t.piece(iova, len, write);
-        if matches!(
-            r,
-            Err(DmaError::Unmapped { .. } | DmaError::Permission { .. })
-        ) {
-            inc(&self.stats.mapped_misses);
-        }
-        r
-    }
-
+    /// Walks an access of `len` bytes at `iova` piece by piece, handing
+    /// each piece to `f`.
+    ///
+    /// The table's read lock is held from the lookup of a mapped piece to
+    /// the end of its copy, so that a concurrent DMA_UNMAP (which takes the
+    /// write lock) cannot pull the mapping away in between. It is never
+    /// held across a DMA message: DMA_UNMAP runs on the socket thread,
+    /// which must stay free to route the message's reply.
     fn access(
         &self,
         iova: u64,
@@ -278,42 +315,29 @@ impl MappedMemory {
         write: bool,
         mut f: impl FnMut(Access<'_>) -> Result<(), DmaError>,
     ) -> Result<(), DmaError> {
-        let mut done = 0usize;
-        while done < len {
-            let at = iova.checked_add(done as u64).ok_or(DmaError::OutOfRange {
-                iova,
-                len: len as u64,
-            })?;
-            let want = (len - done) as u64;
-            // Keep the table locked from lookup to copy so that a
-            // concurrent DMA_UNMAP cannot pull the mapping away in between.
+        let end = iova.checked_add(len as u64).ok_or(DmaError::OutOfRange {
+            iova,
+            len: len as u64,
+        })?;
+        let mut at = iova;
+        while at < end {
+            let done = (at - iova) as usize;
             let t = self.table.read().unwrap_or_else(|e| e.into_inner());
-            let piece = t.piece(at, want, write);
-            let piece = match piece {
-                Ok(p) => p,
-                Err(e) => {
-                    drop(t);
-                    if matches!(e, DmaError::Unmapped { .. } | DmaError::Permission { .. }) {
-                        inc(&self.stats.mapped_misses);
-                    }
-                    return Err(e);
-                }
-            };
+            let piece = t.piece(at, end - at, write);
+            let n = piece.len();
             match piece {
-                Piece::Mapped(fm, off, n) => {
-                    let off = usize::try_from(off).map_err(|_| DmaError::Unmapped {
-                        iova: at,
-                        len: want,
-                    })?;
-                    f(Access::Mapped(&fm.map, off, done, n as usize))?;
-                    done += n as usize;
-                }
+                Piece::Mapped(m, off, n) => f(Access::Mapped(m, off, done, n as usize))?,
                 Piece::Unbacked(n) => {
                     drop(t);
                     f(Access::Message(at, done, n as usize))?;
-                    done += n as usize;
+                }
+                Piece::Miss(n) => {
+                    drop(t);
+                    inc(&self.stats.mapped_misses);
+                    f(Access::Message(at, done, n as usize))?;
                 }
             }
+            at += n;
         }
         Ok(())
     }
@@ -329,16 +353,14 @@ enum Access<'a> {
 
 impl GuestMemory for MappedMemory {
     fn read(&self, iova: u64, buf: &mut [u8]) -> Result<(), DmaError> {
-        let len = buf.len();
-        self.access(iova, len, false, |a| match a {
+        let len = buf.len() as u64;
+        self.access(iova, buf.len(), false, |a| match a {
             Access::Mapped(m, off, at, n) => {
                 if m.read(off, &mut buf[at..at + n]) {
                     Ok(())
                 } else {
-                    Err(DmaError::Unmapped {
-                        iova,
-                        len: len as u64,
-                    })
+                    // `piece()` only hands out ranges inside the mapping.
+                    Err(DmaError::Unmapped { iova, len })
                 }
             }
             Access::Message(io, at, n) => self.fallback.read(io, &mut buf[at..at + n]),
@@ -346,12 +368,12 @@ impl GuestMemory for MappedMemory {
     }
 
     fn write(&self, iova: u64, data: &[u8]) -> Result<(), DmaError> {
-        let len = data.len();
-        self.access(iova, len, true, |a| match a {
+        self.access(iova, data.len(), true, |a| match a {
             Access::Mapped(m, off, at, n) => {
                 if m.write(off, &data[at..at + n]) {
                     Ok(())
                 } else {
+                    // `piece()` only hands out writable mappings, in range.
                     Err(DmaError::Permission { iova, write: true })
                 }
             }
@@ -364,47 +386,51 @@ impl GuestMemory for MappedMemory {
         while done < len {
             let want = (len - done) as u64;
             let (s, d) = (src.wrapping_add(done as u64), dst.wrapping_add(done as u64));
-            let direct = {
+            if s.checked_add(want).is_none() {
+                return Err(CopyError::Read(DmaError::OutOfRange { iova: s, len: want }));
+            }
+            if d.checked_add(want).is_none() {
+                return Err(CopyError::Write(DmaError::OutOfRange {
+                    iova: d,
+                    len: want,
+                }));
+            }
+            let bounce = {
                 let t = self.table.read().unwrap_or_else(|e| e.into_inner());
                 match (t.piece(s, want, false), t.piece(d, want, true)) {
-                    (Ok(Piece::Mapped(sf, so, sn)), Ok(Piece::Mapped(df, dof, dn))) => {
+                    (Piece::Mapped(sm, so, sn), Piece::Mapped(dm, doff, dn)) => {
+                        // The common case: one copy from mapping to mapping,
+                        // no bounce buffer.
                         let n = sn.min(dn) as usize;
-                        let ok = match (usize::try_from(so), usize::try_from(dof)) {
-                            (Ok(so), Ok(dof)) => Mmap::copy(&sf.map, so, &df.map, dof, n),
-                            _ => false,
-                        };
-                        // A failed direct copy means the destination file is
-                        // read-only: report it as a write fault below.
-                        Some((n, ok))
+                        if !Mmap::copy(sm, so, dm, doff, n) {
+                            // `piece()` only hands out writable mappings,
+                            // in range.
+                            return Err(CopyError::Write(DmaError::Permission {
+                                iova: d,
+                                write: true,
+                            }));
+                        }
+                        add(&self.stats.bytes_mapped, n as u64);
+                        done += n;
+                        None
                     }
-                    _ => None,
+                    (sp, dp) => Some(sp.len().min(dp.len()) as usize),
                 }
             };
-            match direct {
-                Some((n, true)) => done += n,
-                Some((_, false)) => {
-                    return Err(CopyError::Write(DmaError::Permission {
-                        iova: d,
-                        write: true,
-                    }));
+            if let Some(n) = bounce {
+                // A side needs messages (a miss or an unbacked window).
+                // With the table lock released, bounce the piece through
+                // the piecewise read and write: they take messages where
+                // needed, so the source is read (and may fault) before the
+                // destination is written, as on the message path, and the
+                // failing side is reported.
+                if scratch.len() < n {
+                    scratch.resize(n, 0);
                 }
-                None => {
-                    // Some side is unmapped or unbacked: bounce through the
-                    // piecewise read/write paths, which report the exact
-                    // failing side and fall back to messages where needed.
-                    let n =
-                        self.resolve(s, want, false)
-                            .map_err(CopyError::Read)
-                            .map(|p| match p {
-                                Piece::Mapped(_, _, n) | Piece::Unbacked(n) => n as usize,
-                            })?;
-                    if scratch.len() < n {
-                        scratch.resize(n, 0);
-                    }
-                    self.read(s, &mut scratch[..n]).map_err(CopyError::Read)?;
-                    self.write(d, &scratch[..n]).map_err(CopyError::Write)?;
-                    done += n;
-                }
+                self.read(s, &mut scratch[..n]).map_err(CopyError::Read)?;
+                self.write(d, &scratch[..n]).map_err(CopyError::Write)?;
+                add(&self.stats.bytes_messages, n as u64);
+                done += n;
             }
         }
         Ok(())
@@ -416,6 +442,7 @@ mod tests {
     use super::*;
     use crate::memory::VecMemory;
     use nix::sys::memfd::{memfd_create, MFdFlags};
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     const RW: u32 = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
 
@@ -517,8 +544,163 @@ mod tests {
         assert_eq!(page, data[0xC00..0xC10]);
     }
 
+    /// The message path as the mapped path sees it: counts every call and
+    /// checks the lock rule (no table lock held across a message).
+    struct Messages {
+        mem: VecMemory,
+        table: Arc<RwLock<DmaMapTable>>,
+        calls: AtomicU64,
+    }
+
+    impl Messages {
+        fn called(&self) {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            // DMA_UNMAP takes the write lock on the socket thread while a
+            // message waits for its reply: it must not find the table
+            // locked by us.
+            assert!(
+                self.table.try_write().is_ok(),
+                "table lock held across a DMA message"
+            );
+        }
+    }
+
+    impl GuestMemory for Messages {
+        fn read(&self, iova: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+            self.called();
+            self.mem.read(iova, buf)
+        }
+
+        fn write(&self, iova: u64, data: &[u8]) -> Result<(), DmaError> {
+            self.called();
+            self.mem.write(iova, data)
+        }
+    }
+
+    /// A mapped path over `table` whose fallback counts its messages.
+    fn with_messages(table: DmaMapTable) -> (MappedMemory, Arc<Messages>) {
+        let table = Arc::new(RwLock::new(table));
+        let msgs = Arc::new(Messages {
+            mem: VecMemory::new(),
+            table: table.clone(),
+            calls: AtomicU64::new(0),
+        });
+        let m = MappedMemory::new(table, msgs.clone(), Arc::new(Stats::default()));
+        (m, msgs)
+    }
+
+    fn count(c: &AtomicU64) -> u64 {
+        c.load(Ordering::Relaxed)
+    }
+
     #[test]
-    fn mapped_path_misses_and_permissions() {
+    fn hits_send_no_message() {
+        let fd = memfd(0x4000);
+        let mut t = DmaMapTable::new();
+        t.map(0x1000, 0x3000, 0, RW, Some(dup(&fd)), true).unwrap();
+        let (m, msgs) = with_messages(t);
+        let mut scratch = Vec::new();
+        m.write(0x1000, b"descriptor").unwrap();
+        let mut b = [0u8; 10];
+        m.read(0x1000, &mut b).unwrap();
+        assert_eq!(&b, b"descriptor");
+        m.copy(0x1000, 0x3000, 10, &mut scratch).unwrap();
+        m.read(0x3000, &mut b).unwrap();
+        assert_eq!(&b, b"descriptor");
+        assert_eq!(count(&msgs.calls), 0);
+        assert_eq!(count(&m.stats.mapped_misses), 0);
+        assert_eq!(count(&m.stats.bytes_mapped), 10);
+        assert_eq!(count(&m.stats.bytes_messages), 0);
+        // A direct copy needs no bounce buffer.
+        assert!(scratch.is_empty());
+    }
+
+    #[test]
+    fn a_miss_reaches_the_message_path() {
+        let fd = memfd(0x4000);
+        let mut t = DmaMapTable::new();
+        t.map(0x2000, 0x1000, 0x1000, RW, Some(dup(&fd)), true)
+            .unwrap();
+        let (m, msgs) = with_messages(t);
+        // The client's IOMMU knows memory the table does not (a mapping
+        // whose DMA_MAP has not been seen): the access succeeds there.
+        msgs.mem.add_region(0x3000, 0x1000);
+        msgs.mem.write(0x3000, b"from the client").unwrap();
+        let mut b = [0u8; 15];
+        m.read(0x3000, &mut b).unwrap();
+        assert_eq!(&b, b"from the client");
+        assert_eq!(count(&msgs.calls), 1);
+        assert_eq!(count(&m.stats.mapped_misses), 1);
+        // Where the client's IOMMU refuses too, its error is the result:
+        // this is how a guest DMAR fault turns into RD_FAIL/WR_FAIL.
+        assert_eq!(
+            m.read(0x9000, &mut [0u8; 4]),
+            Err(DmaError::Unmapped {
+                iova: 0x9000,
+                len: 4
+            })
+        );
+        assert!(matches!(
+            m.write(0x9000, b"x"),
+            Err(DmaError::Unmapped { iova: 0x9000, .. })
+        ));
+        assert_eq!(count(&msgs.calls), 3);
+        // An access running off the end of a window: the mapped part is
+        // direct, the rest one message for exactly the missing bytes.
+        let mut b = [0u8; 0x20];
+        m.read(0x2FF0, &mut b).unwrap();
+        assert_eq!(count(&msgs.calls), 4);
+        assert!(m.read(0x3FF0, &mut [0u8; 0x20]).is_err());
+        // The gap below a window misses up to the window, not beyond it
+        // (the client only knows the 8 bytes below 0x2000).
+        msgs.mem.add_region(0x1FF0, 0x10);
+        m.read(0x1FF8, &mut [0u8; 0x10]).unwrap();
+        assert_eq!(count(&msgs.calls), 6);
+        assert_eq!(count(&m.stats.mapped_misses), 6);
+    }
+
+    #[test]
+    fn a_permission_miss_reaches_the_message_path() {
+        let fd = memfd(0x4000);
+        let mut t = DmaMapTable::new();
+        t.map(
+            0x1000,
+            0x1000,
+            0,
+            VFIO_DMA_MAP_FLAG_READ,
+            Some(dup(&fd)),
+            true,
+        )
+        .unwrap();
+        t.map(
+            0x2000,
+            0x1000,
+            0x1000,
+            VFIO_DMA_MAP_FLAG_WRITE,
+            Some(dup(&fd)),
+            true,
+        )
+        .unwrap();
+        let (m, msgs) = with_messages(t);
+        // Refused by the client as well: the write fails, the file is
+        // untouched.
+        assert!(m.write(0x1000, b"x").is_err());
+        assert!(m.read(0x2000, &mut [0u8; 1]).is_err());
+        assert_eq!(count(&msgs.calls), 2);
+        assert_eq!(count(&m.stats.mapped_misses), 2);
+        let f = std::fs::File::from(dup(&fd));
+        let mut b = [0xFFu8; 1];
+        use std::os::unix::fs::FileExt;
+        f.read_exact_at(&mut b, 0).unwrap();
+        assert_eq!(b, [0]);
+        // The client decides: where it allows the write, it happens there.
+        msgs.mem.add_region(0x1000, 0x10);
+        m.write(0x1000, b"y").unwrap();
+        assert_eq!(count(&msgs.calls), 3);
+    }
+
+    #[test]
+    fn copy_misses_fail_on_the_right_side() {
         let fd = memfd(0x4000);
         let mut t = DmaMapTable::new();
         t.map(
@@ -532,35 +714,35 @@ mod tests {
         .unwrap();
         t.map(0x2000, 0x1000, 0x1000, RW, Some(dup(&fd)), true)
             .unwrap();
-        let (m, _) = mapped(t);
-        assert!(matches!(
-            m.write(0x1000, b"x"),
-            Err(DmaError::Permission { write: true, .. })
-        ));
-        assert!(matches!(
-            m.read(0x3000, &mut [0u8; 1]),
-            Err(DmaError::Unmapped { .. })
-        ));
-        // A read running off the end of the windows faults too.
-        assert!(matches!(
-            m.read(0x2FF0, &mut [0u8; 0x20]),
-            Err(DmaError::Unmapped { .. })
-        ));
+        let (m, msgs) = with_messages(t);
         let mut scratch = Vec::new();
+        // Unmapped source: one message (the read), no write attempted.
+        assert_eq!(
+            m.copy(0x9000, 0x2000, 8, &mut scratch),
+            Err(CopyError::Read(DmaError::Unmapped {
+                iova: 0x9000,
+                len: 8
+            }))
+        );
+        assert_eq!(count(&msgs.calls), 1);
+        // Read-only destination: the source is read directly, the write is
+        // one message, refused.
         assert!(matches!(
             m.copy(0x2000, 0x1000, 8, &mut scratch),
-            Err(CopyError::Write(_))
+            Err(CopyError::Write(DmaError::Unmapped { iova: 0x1000, .. }))
         ));
-        assert!(matches!(
-            m.copy(0x9000, 0x2000, 8, &mut scratch),
-            Err(CopyError::Read(_))
-        ));
-        assert!(
-            m.stats
-                .mapped_misses
-                .load(std::sync::atomic::Ordering::Relaxed)
-                > 0
-        );
+        assert_eq!(count(&msgs.calls), 2);
+        assert_eq!(count(&m.stats.mapped_misses), 2);
+        // A copy whose destination the client maps: bounced, and counted
+        // as message bytes.
+        msgs.mem.add_region(0x8000, 0x100);
+        m.write(0x2000, b"bounced").unwrap();
+        m.copy(0x2000, 0x8000, 7, &mut scratch).unwrap();
+        let mut b = [0u8; 7];
+        msgs.mem.read(0x8000, &mut b).unwrap();
+        assert_eq!(&b, b"bounced");
+        assert_eq!(count(&m.stats.bytes_messages), 7);
+        assert_eq!(count(&m.stats.bytes_mapped), 0);
     }
 
     #[test]

@@ -26,6 +26,9 @@ use crate::regs::{
 };
 use crate::stats::inc;
 
+/// Bytes of the largest descriptor burst.
+const BURST_BYTES: usize = PREF_LIMIT_MAX as usize * DESC_SIZE as usize;
+
 /// Result of one engine step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -120,17 +123,19 @@ pub fn step(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>) -> Step 
 
 fn run_batch(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>, snap: &Snapshot) -> Step {
     let fetch_addr = snap.base + snap.index as u64 * DESC_SIZE;
-    let mut n = snap.batch as usize;
-    let mut raw = vec![0u8; n * DESC_SIZE as usize];
-    let mut fetched = mem.read(fetch_addr, &mut raw);
+    // A burst is at most PREF_LIMIT_MAX descriptors (1 KiB): fetch it into
+    // the stack rather than allocate per step.
+    let mut burst = [0u8; BURST_BYTES];
+    let mut n = (snap.batch as usize).min(PREF_LIMIT_MAX as usize);
+    let mut fetched = mem.read(fetch_addr, &mut burst[..n * DESC_SIZE as usize]);
     if fetched.is_err() && n > 1 {
         // The burst may run into memory the ring does not really own (a
         // ring count larger than the allocation); only the first slot
         // decides whether this is a real fault.
         n = 1;
-        raw.truncate(DESC_SIZE as usize);
-        fetched = mem.read(fetch_addr, &mut raw);
+        fetched = mem.read(fetch_addr, &mut burst[..DESC_SIZE as usize]);
     }
+    let raw = &burst[..n * DESC_SIZE as usize];
     if let Err(e) = fetched {
         let mut st = dev.lock();
         if st.generation == snap.generation {

@@ -46,9 +46,9 @@ struct Cli {
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
 
-    /// Access guest memory through the shared DMA_MAP windows instead of
-    /// DMA_READ/DMA_WRITE messages (faster; misses are not seen by the guest
-    /// IOMMU).
+    /// Access guest memory directly through the shared DMA_MAP windows
+    /// (faster); accesses outside them still use DMA_READ/DMA_WRITE
+    /// messages, so the guest IOMMU sees and faults them.
     #[arg(long)]
     mapped: bool,
 
@@ -201,7 +201,7 @@ fn serve(cli: Cli) -> ExitCode {
             dev.name(),
             "listening on {} ({} path)",
             cli.sockets[i].display(),
-            if cli.mapped { "mapped" } else { "DMA-message" }
+            opts.path_name()
         );
         let dev = dev.clone();
         std::thread::Builder::new()
@@ -236,6 +236,19 @@ fn serve(cli: Cli) -> ExitCode {
         // Closing the connections lets QEMU see a clean EOF rather than a
         // socket vanishing with the process.
         d.disconnect();
+    }
+    // Give each channel thread a moment to stop its engine, so that the
+    // summary below holds final counters.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while devices.iter().any(|d| d.connected()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for d in &devices {
+        // Unconditional, whatever the log level: host scripts parse these.
+        eprintln!(
+            "{}",
+            d.stats.summary_line(d.name(), opts.path_name(), "exit")
+        );
     }
     cleanup(&cli.sockets, cli.control.as_ref());
     ExitCode::SUCCESS

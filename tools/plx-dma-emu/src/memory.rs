@@ -83,12 +83,7 @@ pub trait GuestMemory: Send + Sync {
     /// Copies `len` bytes from `src` to `dst`. The default bounces through
     /// `scratch`; implementations with direct access override it.
     fn copy(&self, src: u64, dst: u64, len: usize, scratch: &mut Vec<u8>) -> Result<(), CopyError> {
-        if scratch.len() < len {
-            scratch.resize(len, 0);
-        }
-        let buf = &mut scratch[..len];
-        self.read(src, buf).map_err(CopyError::Read)?;
-        self.write(dst, buf).map_err(CopyError::Write)
+        bounce_copy(self, src, dst, len, scratch)
     }
 
     /// Largest piece the engine should move in one call; the engine checks
@@ -96,6 +91,25 @@ pub trait GuestMemory: Send + Sync {
     fn max_chunk(&self) -> usize {
         1 << 20
     }
+}
+
+/// Copies by reading the source into `scratch` and writing it out again.
+///
+/// `scratch` belongs to the engine thread and only ever grows, so after the
+/// first copy of the largest chunk size there is no allocation per copy.
+pub fn bounce_copy<M: GuestMemory + ?Sized>(
+    mem: &M,
+    src: u64,
+    dst: u64,
+    len: usize,
+    scratch: &mut Vec<u8>,
+) -> Result<(), CopyError> {
+    if scratch.len() < len {
+        scratch.resize(len, 0);
+    }
+    let buf = &mut scratch[..len];
+    mem.read(src, buf).map_err(CopyError::Read)?;
+    mem.write(dst, buf).map_err(CopyError::Write)
 }
 
 /// Checks that `[iova, iova + len)` neither wraps nor leaves 64 bits.

@@ -33,12 +33,24 @@ use crate::log::Level;
 use crate::memory::GuestMemory;
 use crate::protocol::*;
 use crate::regs::{BAR0_SIZE, BAR2_SIZE};
+use crate::stats::inc;
 
 /// Options shared by all channels.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ServerOptions {
     /// Use the mmapped DMA windows instead of DMA messages.
     pub mapped: bool,
+}
+
+impl ServerOptions {
+    /// The memory path's name in logs and the counter summary lines.
+    pub fn path_name(&self) -> &'static str {
+        if self.mapped {
+            "mapped"
+        } else {
+            "message"
+        }
+    }
 }
 
 /// DMA_MAP flag bits 2 and 3 (access mode: mmap / file I/O).
@@ -128,6 +140,12 @@ pub fn serve(dev: &Arc<Device>, stream: UnixStream, opts: ServerOptions) {
         .unwrap_or_else(|e| e.into_inner())
         .unmap(0, 0, true);
     dev.client_gone();
+    // The engine is stopped: these are the connection's final counters.
+    eprintln!(
+        "{}",
+        dev.stats
+            .summary_line(dev.name(), opts.path_name(), "disconnect")
+    );
 }
 
 /// Per-connection command handling.
@@ -241,8 +259,14 @@ impl Session {
         };
         match hdr.command {
             cmd::VERSION => self.version(VersionReq::parse(p).map_err(short)?, p.len()),
-            cmd::DMA_MAP => self.dma_map(DmaMap::parse(p).map_err(short)?, fds),
-            cmd::DMA_UNMAP => self.dma_unmap(DmaUnmap::parse(p).map_err(short)?),
+            cmd::DMA_MAP => {
+                inc(&self.dev.stats.dma_maps);
+                self.dma_map(DmaMap::parse(p).map_err(short)?, fds)
+            }
+            cmd::DMA_UNMAP => {
+                inc(&self.dev.stats.dma_unmaps);
+                self.dma_unmap(DmaUnmap::parse(p).map_err(short)?)
+            }
             cmd::DEVICE_GET_INFO => {
                 let argsz = Reader::new(p).u32().map_err(short)?;
                 if (argsz as usize) < DEVICE_INFO_SIZE {
@@ -404,7 +428,7 @@ impl Session {
             "protocol {}.{minor} negotiated, max transfer {} bytes, {} path",
             v.major,
             self.conn.max_xfer(),
-            if self.mapped { "mapped" } else { "DMA-message" }
+            if self.mapped { "mapped" } else { "message" }
         ));
         Ok(payload)
     }

@@ -21,6 +21,18 @@ macro_rules! counters {
                 vec![$((stringify!($name), self.$name.load(Ordering::Relaxed)),)*]
             }
 
+            /// One line with every counter, for the log at disconnect and
+            /// exit: `plx-dma-emu stats CHANNEL path=PATH at=EVENT`
+            /// followed by `key=value` pairs in [`Stats::snapshot`] order.
+            pub fn summary_line(&self, channel: &str, path: &str, event: &str) -> String {
+                let mut line = format!("plx-dma-emu stats {channel} path={path} at={event}");
+                $(
+                    line.push_str(concat!(" ", stringify!($name), "="));
+                    line.push_str(&self.$name.load(Ordering::Relaxed).to_string());
+                )*
+                line
+            }
+
             /// Sets every counter to zero.
             pub fn reset(&self) {
                 $(self.$name.store(0, Ordering::Relaxed);)*
@@ -62,8 +74,17 @@ counters! {
     dma_messages,
     /// DMA messages the client answered with an error (guest IOMMU faults).
     dma_client_errors,
-    /// Accesses that missed the DMA_MAP table on the mapped path.
+    /// Accesses that missed the DMA_MAP table on the mapped path (each one
+    /// is then carried out with DMA messages).
     mapped_misses,
+    /// VFIO_USER_DMA_MAP messages received, refused ones included.
+    dma_maps,
+    /// VFIO_USER_DMA_UNMAP messages received, refused ones included.
+    dma_unmaps,
+    /// Payload bytes copied directly between mapped DMA windows.
+    bytes_mapped,
+    /// Payload bytes copied with DMA messages on at least one side.
+    bytes_messages,
     /// BAR register reads.
     reg_reads,
     /// BAR register writes.
@@ -104,5 +125,21 @@ mod tests {
         assert!(snap.contains(&("bytes", 4096)));
         s.reset();
         assert!(s.snapshot().iter().all(|(_, v)| *v == 0));
+    }
+
+    #[test]
+    fn summary_line_has_every_counter() {
+        let s = Stats::default();
+        add(&s.bytes_mapped, 8192);
+        inc(&s.mapped_misses);
+        let line = s.summary_line("ch3", "mapped", "exit");
+        assert!(line.starts_with("plx-dma-emu stats ch3 path=mapped at=exit descriptors=0 "));
+        let words: Vec<&str> = line.split(' ').skip(5).collect();
+        assert_eq!(words.len(), s.snapshot().len());
+        for ((k, v), w) in s.snapshot().iter().zip(&words) {
+            assert_eq!(*w, format!("{k}={v}"));
+        }
+        assert!(words.contains(&"bytes_mapped=8192"));
+        assert!(words.contains(&"mapped_misses=1"));
     }
 }
