@@ -1,63 +1,105 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""Turn the BENCH lines of a bench guest run into CSV, JSON, gnuplot data
-and a table of medians and ratios.
+"""Turn the BENCH and PROFILE lines of the bench's guest runs into CSV,
+JSON, gnuplot data and a table of medians and ratios.
 
-    bench-report.py GUEST_TAP OUT_DIR
+    bench-report.py OUT_DIR PATH=GUEST_TAP... [profile=PROFILE_FILE]
+
+PATH names the emulator DMA path the run used (mapped, message); every
+figure carries it.
 """
 import json
 import statistics
 import sys
 from collections import defaultdict
 
+NAN = float("nan")
+GIB = 1 << 30
 
-def main():
-    tap, out = sys.argv[1], sys.argv[2]
-    dmatest = defaultdict(list)   # (driver, size) -> [KB/s per run, summed over channels]
-    per_run = defaultdict(float)  # (driver, size, rep) -> KB/s
-    memcpy = defaultdict(list)    # size -> [(dma MB/s, cpu MB/s)]
-    uapi = defaultdict(list)      # (driver, size) -> [(sync, batch, cpu MB/s)]
-    rdma = defaultdict(list)      # (device, tool) -> [MB/s, or usec for latency]
-    rows = []
+
+def med(values):
+    values = list(values)
+    return statistics.median(values) if values else NAN
+
+
+def ratio(a, b):
+    return a / b if b and b == b and a == a else NAN
+
+
+def parse_run(path, tap, rows):
+    """Rows of one bench boot, each tagged with its emulator path."""
+    per_run = defaultdict(float)  # (driver, size, rep) -> KB/s summed over channels
     for line in open(tap, encoding="utf-8", errors="replace"):
         f = line.split()
         if len(f) < 2 or f[0] != "BENCH":
             continue
+        row = {"path": path}
         if f[1] == "dmatest":
             drv, size, rep, chan, tests, fails, iops, kbps = f[2:10]
             per_run[(drv, int(size), int(rep))] += float(kbps)
-            rows.append({"kind": "dmatest", "driver": drv, "size": int(size), "rep": int(rep),
-                         "channel": chan, "tests": int(tests), "failures": int(fails),
-                         "iops": float(iops), "kb_per_s": float(kbps)})
+            row.update(kind="dmatest", driver=drv, size=int(size), rep=int(rep), channel=chan,
+                       tests=int(tests), failures=int(fails), iops=float(iops),
+                       kb_per_s=float(kbps))
         elif f[1] == "memcpy":
             size, rep, n, dma_ns, cpu_ns = (int(x) for x in f[2:7])
             mb = size * n / 1e6
-            dma = mb / (dma_ns / 1e9) if dma_ns else 0.0
-            cpu = mb / (cpu_ns / 1e9) if cpu_ns else 0.0
-            memcpy[size].append((dma, cpu))
-            rows.append({"kind": "memcpy", "size": size, "rep": rep, "copies": n,
-                         "dma_mb_per_s": dma, "cpu_mb_per_s": cpu})
+            row.update(kind="memcpy", size=size, rep=rep, copies=n,
+                       dma_mb_per_s=mb / (dma_ns / 1e9) if dma_ns else 0.0,
+                       cpu_mb_per_s=mb / (cpu_ns / 1e9) if cpu_ns else 0.0)
         elif f[1] == "uapi":
             drv = f[2]
             size, rep, n, sync_ns, batch_ns, cpu_ns = (int(x) for x in f[3:9])
             mb = size * n / 1e6
             rate = [mb / (ns / 1e9) if ns else 0.0 for ns in (sync_ns, batch_ns, cpu_ns)]
-            uapi[(drv, size)].append(tuple(rate))
-            rows.append({"kind": "uapi", "driver": drv, "size": size, "rep": rep, "copies": n,
-                         "sync_mb_per_s": rate[0], "batch_mb_per_s": rate[1],
-                         "cpu_mb_per_s": rate[2]})
+            row.update(kind="uapi", driver=drv, size=size, rep=rep, copies=n,
+                       sync_mb_per_s=rate[0], batch_mb_per_s=rate[1], cpu_mb_per_s=rate[2])
+        elif f[1] == "depth":
+            drv, mode = f[2], f[3]
+            size, depth, chans, rep, n, nbytes, ns, busy, hz = (int(x) for x in f[4:13])
+            secs = ns / 1e9
+            row.update(kind="depth", driver=drv, mode=mode, size=size, depth=depth,
+                       channels=chans, rep=rep, copies=n, bytes=nbytes, ns=ns,
+                       mb_per_s=nbytes / 1e6 / secs if secs else 0.0,
+                       iops=n / secs if secs else 0.0,
+                       cpu_ms_per_gib=busy * 1000 / hz / (nbytes / GIB) if nbytes else NAN,
+                       cpu_us_per_copy=busy * 1e6 / hz / n if n else NAN)
         elif f[1] == "rdma":
             dev, tool, size, rep, value = f[2], f[3], int(f[4]), int(f[5]), float(f[6])
-            rdma[(dev, tool)].append(value)
-            rows.append({"kind": "rdma", "device": dev, "tool": tool, "size": size,
-                         "rep": rep, "value": value,
-                         "unit": "usec" if tool.endswith("_lat") else "MB/s"})
-    for (drv, size, _), kbps in per_run.items():
-        dmatest[(drv, size)].append(kbps / 1024)
-    if not rows:
-        print("bench-report: no BENCH lines in " + tap, file=sys.stderr)
-        return 1
+            row.update(kind="rdma", device=dev, tool=tool, size=size, rep=rep, value=value,
+                       unit="usec" if tool.endswith("_lat") else "MB/s")
+        else:
+            continue
+        rows.append(row)
+    for (drv, size, rep), kbps in per_run.items():
+        rows.append({"path": path, "kind": "dmatest_total", "driver": drv, "size": size,
+                     "rep": rep, "mb_per_s": kbps / 1024})
 
+
+def parse_profile(fname, rows):
+    """PROFILE PATH WORKLOAD driver k=v... / PROFILE PATH WORKLOAD plx-dma-emu stats ch0 ..."""
+    prof = defaultdict(dict)
+    for line in open(fname, encoding="utf-8", errors="replace"):
+        f = line.split()
+        if len(f) < 4 or f[0] != "PROFILE":
+            continue
+        key = (f[1], f[2])
+        side = "driver" if f[3] == "driver" else "emu"
+        for kv in f[4:]:
+            if "=" in kv:
+                k, v = kv.split("=", 1)
+                try:
+                    prof[key][f"{side}.{k}"] = float(v)
+                except ValueError:
+                    pass
+    for (path, workload), counters in prof.items():
+        rows.append({"path": path, "kind": "profile", "workload": workload, **counters})
+
+
+def select(rows, **kw):
+    return [r for r in rows if all(r.get(k) == v for k, v in kw.items())]
+
+
+def write_data(rows, out):
     with open(f"{out}/results.json", "w", encoding="utf-8") as fh:
         json.dump(rows, fh, indent=1)
     with open(f"{out}/results.csv", "w", encoding="utf-8") as fh:
@@ -66,54 +108,200 @@ def main():
         for r in rows:
             fh.write(",".join(str(r.get(k, "")) for k in keys) + "\n")
 
-    sizes = sorted({s for _, s in dmatest})
-    med = {k: statistics.median(v) for k, v in dmatest.items()}
-    print("dmatest throughput, MB/s summed over channels (median of %d runs)"
-          % max((len(v) for v in dmatest.values()), default=0))
-    print(f"{'size':>9} {'C plx_dma':>11} {'rust_plx_dma':>13} {'Rust/C':>8}")
-    with open(f"{out}/dmatest.dat", "w", encoding="utf-8") as fh:
-        for s in sizes:
-            c, r = med.get(("plx_dma", s), 0.0), med.get(("rust_plx_dma", s), 0.0)
-            ratio = r / c if c else float("nan")
-            print(f"{s:>9} {c:>11.1f} {r:>13.1f} {ratio:>8.2f}")
-            fh.write(f"{s} {c} {r}\n")
-    if memcpy:
-        print("\nengine copy (rust_dma_memcpy, one copy at a time) vs CPU copy, MB/s (median)")
-        print(f"{'size':>9} {'engine':>10} {'CPU':>10} {'engine/CPU':>11}")
-        with open(f"{out}/memcpy.dat", "w", encoding="utf-8") as fh:
-            for s in sorted(memcpy):
-                d = statistics.median(x for x, _ in memcpy[s])
-                c = statistics.median(y for _, y in memcpy[s])
-                print(f"{s:>9} {d:>10.1f} {c:>10.1f} {d / c if c else float('nan'):>11.3f}")
+
+def report_dmatest(rows, paths, out):
+    print("dmatest throughput, MB/s summed over channels (median of runs)")
+    print(f"{'path':>8} {'size':>9} {'C plx_dma':>11} {'rust_plx_dma':>13} {'Rust/C':>8}")
+    for path in paths:
+        tot = select(rows, kind="dmatest_total", path=path)
+        with open(f"{out}/dmatest-{path}.dat", "w", encoding="utf-8") as fh:
+            for s in sorted({r["size"] for r in tot}):
+                c = med(r["mb_per_s"] for r in tot if r["driver"] == "plx_dma" and r["size"] == s)
+                r_ = med(r["mb_per_s"] for r in tot if r["driver"] == "rust_plx_dma" and r["size"] == s)
+                print(f"{path:>8} {s:>9} {c:>11.1f} {r_:>13.1f} {ratio(r_, c):>8.2f}")
+                fh.write(f"{s} {c} {r_}\n")
+
+
+def report_memcpy(rows, paths, out):
+    print("\nengine copy (rust_dma_memcpy, one copy at a time, buffers mapped once) vs CPU copy,"
+          " MB/s (median)")
+    print(f"{'path':>8} {'size':>9} {'engine':>10} {'CPU':>10} {'engine/CPU':>11}")
+    for path in paths:
+        mc = select(rows, kind="memcpy", path=path)
+        with open(f"{out}/memcpy-{path}.dat", "w", encoding="utf-8") as fh:
+            for s in sorted({r["size"] for r in mc}):
+                d = med(r["dma_mb_per_s"] for r in mc if r["size"] == s)
+                c = med(r["cpu_mb_per_s"] for r in mc if r["size"] == s)
+                print(f"{path:>8} {s:>9} {d:>10.1f} {c:>10.1f} {ratio(d, c):>11.3f}")
                 fh.write(f"{s} {d} {c}\n")
-    if uapi:
-        def m(drv, s, i):
-            v = uapi.get((drv, s))
-            return statistics.median(x[i] for x in v) if v else float("nan")
-        print("\nuser-buffer copies through /dev/plx-dma-copy, MB/s (median): one COPY"
-              " at a time, SUBMIT/REAP batches of 32, CPU memcpy in the same process")
-        print(f"{'size':>9} {'C sync':>8} {'C batch':>8} {'Rust sync':>10} {'Rust batch':>11}"
-              f" {'CPU':>8} {'Rust/C':>7} {'batch/sync':>11} {'batch/CPU':>10}")
-        with open(f"{out}/uapi.dat", "w", encoding="utf-8") as fh:
-            for s in sorted({s for _, s in uapi}):
-                cs, cb = m("plx_dma", s, 0), m("plx_dma", s, 1)
-                rs, rb, cpu = m("rust_plx_dma", s, 0), m("rust_plx_dma", s, 1), m("rust_plx_dma", s, 2)
-                print(f"{s:>9} {cs:>8.1f} {cb:>8.1f} {rs:>10.1f} {rb:>11.1f} {cpu:>8.1f}"
-                      f" {rb / cb if cb else float('nan'):>7.2f} {rb / rs if rs else float('nan'):>11.2f}"
-                      f" {rb / cpu if cpu else float('nan'):>10.3f}")
-                fh.write(f"{s} {cs} {cb} {rs} {rb} {cpu}\n")
-    if rdma:
-        print("\nperftest, plx_rdma (data moved by rust_plx_dma) vs rxe on lo (median):"
-              " bandwidth MB/s at 64 KiB, SEND latency usec at 64 B")
-        print(f"{'test':>12} {'plx_rdma':>10} {'rxe':>10} {'plx/rxe':>8}")
-        with open(f"{out}/rdma.dat", "w", encoding="utf-8") as fh:
-            for tool in ("ib_write_bw", "ib_read_bw", "ib_send_lat"):
-                p = rdma.get(("plx_rdma0", tool))
-                r = rdma.get(("rxe0", tool))
-                pm = statistics.median(p) if p else float("nan")
-                rm = statistics.median(r) if r else float("nan")
-                print(f"{tool:>12} {pm:>10.2f} {rm:>10.2f} {pm / rm if rm else float('nan'):>8.2f}")
-                fh.write(f"{tool} {pm} {rm}\n")
+
+
+def depth_med(rows, path, drv, mode, size, depth, chans, key):
+    return med(r[key] for r in select(rows, kind="depth", path=path, driver=drv, mode=mode,
+                                      size=size, depth=depth, channels=chans))
+
+
+def cpu_mb(rows, path, size):
+    return med(r["cpu_mb_per_s"] for r in select(rows, kind="memcpy", path=path, size=size))
+
+
+def crossover(rows, path, drv, depth):
+    """Smallest measured size from which the engine beats a CPU copy."""
+    sizes = sorted({r["size"] for r in select(rows, kind="depth", path=path, driver=drv,
+                                              mode="default", depth=depth, channels=1)})
+    wins = [s for s in sizes
+            if depth_med(rows, path, drv, "default", s, depth, 1, "mb_per_s") > cpu_mb(rows, path, s)]
+    # From that size on, every larger one must win too.
+    for s in wins:
+        if all(x in wins for x in sizes if x >= s):
+            return s
+    return None
+
+
+def report_depth(rows, paths, out):
+    print("\ndeep-queue client plx_depth_bench, one channel, default modes (median):"
+          " MB/s, copies/s and guest CPU ms per GiB copied")
+    print(f"{'path':>8} {'size':>8} {'depth':>5} {'C MB/s':>9} {'Rust MB/s':>10} {'Rust/C':>7}"
+          f" {'C iops':>8} {'Rust iops':>10} {'C cpu':>8} {'Rust cpu':>9} {'CPU copy':>9}")
+    for path in paths:
+        d = select(rows, kind="depth", path=path, channels=1, mode="default")
+        with open(f"{out}/depth-{path}.dat", "w", encoding="utf-8") as fh:
+            for s in sorted({r["size"] for r in d}):
+                for q in sorted({r["depth"] for r in d if r["size"] == s}):
+                    c = depth_med(rows, path, "plx_dma", "default", s, q, 1, "mb_per_s")
+                    r_ = depth_med(rows, path, "rust_plx_dma", "default", s, q, 1, "mb_per_s")
+                    ci = depth_med(rows, path, "plx_dma", "default", s, q, 1, "iops")
+                    ri = depth_med(rows, path, "rust_plx_dma", "default", s, q, 1, "iops")
+                    cc = depth_med(rows, path, "plx_dma", "default", s, q, 1, "cpu_ms_per_gib")
+                    rc = depth_med(rows, path, "rust_plx_dma", "default", s, q, 1, "cpu_ms_per_gib")
+                    cpu = cpu_mb(rows, path, s)
+                    print(f"{path:>8} {s:>8} {q:>5} {c:>9.1f} {r_:>10.1f} {ratio(r_, c):>7.2f}"
+                          f" {ci:>8.0f} {ri:>10.0f} {cc:>8.0f} {rc:>9.0f} {cpu:>9.1f}")
+                    if q == 16:
+                        fh.write(f"{s} {c} {r_} {cpu}\n")
+    print("\nrust_plx_dma completion modes at 64 B (copies/s, median): default = one interrupt"
+          " per batch reaped in softirq; irq_coalesce=0,irq_thread=1 = one per copy, IRQ thread;"
+          " poll_us=50 = polled")
+    modes = ["default", "irq_coalesce=0,irq_thread=1", "poll_us=50"]
+    print(f"{'path':>8} {'depth':>5} {'C':>8} " + " ".join(f"{m:>28}" for m in modes))
+    for path in paths:
+        for q in (1, 16, 256):
+            c = depth_med(rows, path, "plx_dma", "default", 64, q, 1, "iops")
+            vals = [depth_med(rows, path, "rust_plx_dma", m, 64, q, 1, "iops") for m in modes]
+            print(f"{path:>8} {q:>5} {c:>8.0f} " + " ".join(f"{v:>28.0f}" for v in vals))
+    print("\ntwo channels vs one at depth 16, aggregate MB/s (median)")
+    print(f"{'path':>8} {'driver':>13} {'size':>8} {'1 chan':>8} {'2 chans':>8} {'2/1':>6}")
+    for path in paths:
+        for drv in ("plx_dma", "rust_plx_dma"):
+            for s in (65536, 1048576):
+                one = depth_med(rows, path, drv, "default", s, 16, 1, "mb_per_s")
+                two = depth_med(rows, path, drv, "default", s, 16, 2, "mb_per_s")
+                print(f"{path:>8} {drv:>13} {s:>8} {one:>8.1f} {two:>8.1f} {ratio(two, one):>6.2f}")
+
+
+def report_uapi(rows, paths, out):
+    print("\nuser-buffer copies through /dev/plx-dma-copy on rust_plx_dma, MB/s (median):"
+          " one COPY at a time, SUBMIT/REAP batches of 32, CPU memcpy in the same process")
+    print(f"{'path':>8} {'size':>9} {'sync':>8} {'batch':>8} {'CPU':>8} {'batch/sync':>11}"
+          f" {'batch/CPU':>10}")
+    for path in paths:
+        u = select(rows, kind="uapi", path=path, driver="rust_plx_dma")
+        with open(f"{out}/uapi-{path}.dat", "w", encoding="utf-8") as fh:
+            for s in sorted({r["size"] for r in u}):
+                rs = med(r["sync_mb_per_s"] for r in u if r["size"] == s)
+                rb = med(r["batch_mb_per_s"] for r in u if r["size"] == s)
+                cpu = med(r["cpu_mb_per_s"] for r in u if r["size"] == s)
+                print(f"{path:>8} {s:>9} {rs:>8.1f} {rb:>8.1f} {cpu:>8.1f} {ratio(rb, rs):>11.2f}"
+                      f" {ratio(rb, cpu):>10.3f}")
+                fh.write(f"{s} {rs} {rb} {cpu}\n")
+
+
+def report_rdma(rows, out):
+    rd = select(rows, kind="rdma")
+    if not rd:
+        return
+    print("\nperftest, plx_rdma (data moved by rust_plx_dma) vs rxe on lo (median):"
+          " bandwidth MB/s at 64 KiB, SEND latency usec at 64 B")
+    print(f"{'path':>8} {'test':>12} {'plx_rdma':>10} {'rxe':>10} {'plx/rxe':>8}")
+    for path in sorted({r["path"] for r in rd}):
+        for tool in ("ib_write_bw", "ib_read_bw", "ib_send_lat"):
+            p = med(r["value"] for r in rd if r["path"] == path and r["device"] == "plx_rdma0"
+                    and r["tool"] == tool)
+            x = med(r["value"] for r in rd if r["path"] == path and r["device"] == "rxe0"
+                    and r["tool"] == tool)
+            print(f"{path:>8} {tool:>12} {p:>10.2f} {x:>10.2f} {ratio(p, x):>8.2f}")
+
+
+def report_profile(rows):
+    prof = select(rows, kind="profile")
+    if not prof:
+        return
+    print("\nprofile: per descriptor, on rust_plx_dma (one channel, 4 KiB copies; the counts"
+          " include the boot's own probe and teardown)")
+    cols = [("MMIO rd", "emu.reg_reads"), ("MMIO wr", "emu.reg_writes"),
+            ("DMA msgs", "emu.dma_messages"), ("IRQs", "emu.interrupts"),
+            ("DMA_MAP", "emu.dma_maps"), ("DMA_UNMAP", "emu.dma_unmaps"),
+            ("doorbells", "driver.doorbells")]
+    print(f"{'path':>8} {'workload':>9} {'descs':>6} " + " ".join(f"{c:>9}" for c, _ in cols)
+          + f" {'mapped bytes':>13}")
+    for r in sorted(prof, key=lambda r: (r["path"], r["workload"])):
+        n = r.get("emu.descriptors", 0)
+        vals = [r.get(k, NAN) / n if n else NAN for _, k in cols]
+        mapped = r.get("emu.bytes_mapped", 0)
+        total = mapped + r.get("emu.bytes_messages", 0)
+        print(f"{r['path']:>8} {r['workload']:>9} {n:>6.0f} " + " ".join(f"{v:>9.2f}" for v in vals)
+              + f" {ratio(mapped, total) * 100:>12.0f}%")
+
+
+def report_targets(rows, paths):
+    print("\ntargets")
+    p = "mapped" if "mapped" in paths else paths[0]
+    e1 = med(r["dma_mb_per_s"] for r in select(rows, kind="memcpy", path=p, size=1 << 20))
+    c1 = cpu_mb(rows, p, 1 << 20)
+    d1 = depth_med(rows, p, "rust_plx_dma", "default", 1 << 20, 16, 1, "mb_per_s")
+    print(f"  engine/CPU at 1 MiB ({p}): one at a time {ratio(e1, c1):.2f},"
+          f" depth 16 {ratio(d1, c1):.2f} (target >= 3)")
+    for drv in ("plx_dma", "rust_plx_dma"):
+        x = crossover(rows, p, drv, 16)
+        print(f"  crossover ({p}, {drv}, depth 16): "
+              + (f"the engine beats a CPU copy from {x} B on" if x else "none measured"))
+    for s in (65536, 1 << 20):
+        rust = depth_med(rows, p, "rust_plx_dma", "default", s, 16, 1, "mb_per_s")
+        c = depth_med(rows, p, "plx_dma", "default", s, 16, 1, "mb_per_s")
+        print(f"  Rust/C MB/s at {s} B, depth 16 ({p}): {ratio(rust, c):.2f} (target >= 1.10)")
+    ri = depth_med(rows, p, "rust_plx_dma", "default", 64, 256, 1, "iops")
+    ci = depth_med(rows, p, "plx_dma", "default", 64, 256, 1, "iops")
+    print(f"  Rust/C iops at 64 B, depth 256 ({p}): {ratio(ri, ci):.2f} (target >= 1.5)")
+    for s in (65536, 1 << 20):
+        one = depth_med(rows, p, "rust_plx_dma", "default", s, 16, 1, "mb_per_s")
+        two = depth_med(rows, p, "rust_plx_dma", "default", s, 16, 2, "mb_per_s")
+        print(f"  2 channels / 1 at {s} B ({p}): {ratio(two, one):.2f} (target >= 1.5)")
+
+
+def main():
+    if len(sys.argv) < 3:
+        print("usage: bench-report.py OUT_DIR PATH=GUEST_TAP... [profile=FILE]", file=sys.stderr)
+        return 2
+    out = sys.argv[1]
+    rows, paths = [], []
+    for arg in sys.argv[2:]:
+        name, _, fname = arg.partition("=")
+        if name == "profile":
+            parse_profile(fname, rows)
+        else:
+            paths.append(name)
+            parse_run(name, fname, rows)
+    if not [r for r in rows if r["kind"] != "profile"]:
+        print("bench-report: no BENCH lines in " + " ".join(sys.argv[2:]), file=sys.stderr)
+        return 1
+    write_data(rows, out)
+    report_dmatest(rows, paths, out)
+    report_memcpy(rows, paths, out)
+    report_depth(rows, paths, out)
+    report_uapi(rows, paths, out)
+    report_rdma(rows, out)
+    report_profile(rows)
+    report_targets(rows, paths)
     return 0
 
 

@@ -4,14 +4,66 @@
 # against CPU copies through the Rust client, and user-buffer copies through
 # /dev/plx-dma-copy (one at a time, batched, and by the CPU) on each driver,
 # and perftest on plx_rdma (data on a rust_plx_dma channel) against rxe (on
-# lo) in the same boot.  Emits "BENCH ..." lines.
+# lo) in the same boot.  Then the deep-queue client plx_depth_bench on both
+# drivers (rust_plx_dma in its completion modes), with the guest's busy CPU
+# time around each run.  Emits "BENCH ..." lines; $BENCH_PATH (from
+# /guest/params.sh) names the emulator's DMA path, and PERFTEST=0 leaves
+# perftest out.
 . /guest/lib.sh
 . /guest/dmatest.sh
 
 REPS=${REPS:-3}
 SIZES="4096 65536 1048576"
+MEMCPY_SIZES="64 4096 65536 1048576"
+DEPTH_SIZES="64 4096 65536 1048576"
+BENCH_PATH=${BENCH_PATH:-message}
+echo "BENCH path $BENCH_PATH"
 
-iters_for() { case $1 in 4096) echo 4000 ;; 65536) echo 2000 ;; *) echo 300 ;; esac; }
+iters_for() { case $1 in 64 | 4096) echo 4000 ;; 65536) echo 2000 ;; *) echo 300 ;; esac; }
+# Deep-queue copies per run and channel: a second or more of engine time.
+depth_copies_for() { case $1 in 64) echo 3000 ;; 4096) echo 2000 ;; 65536) echo 600 ;; *) echo 60 ;; esac; }
+
+# Busy jiffies of all CPUs so far (user, nice, system, irq, softirq).
+cpu_busy() { awk '/^cpu /{ print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat; }
+
+# depth_run DRIVER MODE REP SIZE DEPTH CHANNELS: one plx_depth_bench load:
+#   BENCH depth DRIVER MODE SIZE DEPTH CHANNELS REP COPIES BYTES NS BUSY_JIFFIES HZ
+depth_run() {
+	local drv=$1 mode=$2 rep=$3 size=$4 depth=$5 chans=$6 b0 b1 line
+	local n
+	n=$(depth_copies_for "$size")
+	mark="bench-depth-$$-$(date +%s)-$RANDOM"
+	echo "$mark" >/dev/kmsg
+	b0=$(cpu_busy)
+	if ! modprobe plx_depth_bench size="$size" depth="$depth" channels="$chans" copies="$n"; then
+		not_ok "plx_depth_bench on $drv ($mode) size=$size depth=$depth channels=$chans"
+		dmesg | sed -n "/$mark/,\$p" | sed 's/^/# /'
+		return
+	fi
+	b1=$(cpu_busy)
+	rmmod plx_depth_bench
+	line=$(dmesg | sed -n "/$mark/,\$p" | grep 'plx_depth_bench: total' | tail -n 1)
+	echo "$line" | sed -n 's/.* copies=\([0-9]*\) bytes=\([0-9]*\) ns=\([0-9]*\).*/BENCH depth '"$drv $mode $size $depth $chans $rep"' \1 \2 \3 '"$((b1 - b0)) $(getconf CLK_TCK 2>/dev/null || echo 100)"'/p'
+}
+
+# depth_bench DRIVER MODE REP FULL: the size x depth grid on one channel
+# (FULL=0: 64 B at every depth and 64 KiB at depth 16 only), and two
+# channels at depth 16 for 64 KiB and 1 MiB.
+depth_bench() {
+	local drv=$1 mode=$2 rep=$3 full=$4 size depth
+	for size in $DEPTH_SIZES; do
+		for depth in 1 16 256; do
+			if [ "$full" = 1 ] || [ "$size" = 64 ] || { [ "$size" = 65536 ] && [ "$depth" = 16 ]; }; then
+				depth_run "$drv" "$mode" "$rep" "$size" "$depth" 1
+			fi
+		done
+	done
+	if [ "$full" = 1 ]; then
+		depth_run "$drv" "$mode" "$rep" 65536 16 2
+		depth_run "$drv" "$mode" "$rep" 1048576 16 2
+	fi
+}
+
 # User copies per measurement: a multiple of the tool's batch depth (32).
 uapi_iters_for() { case $1 in 4096) echo 2048 ;; 65536) echo 1024 ;; *) echo 128 ;; esac; }
 
@@ -43,7 +95,7 @@ for rep in $(seq "$REPS"); do
 			uapi_bench "$drv" "$rep"
 		fi
 		if [ "$drv" = rust_plx_dma ]; then
-			for size in $SIZES; do
+			for size in $MEMCPY_SIZES; do
 				mark="bench-memcpy-$size-$rep-$(date +%s)"
 				echo "$mark" >/dev/kmsg
 				modprobe rust_dma_memcpy size="$size" repeat="$(iters_for "$size")" &&
@@ -54,7 +106,33 @@ for rep in $(seq "$REPS"); do
 		fi
 		rmmod "$drv"
 	done
+	# The deep-queue client on each driver, rust_plx_dma in each of its
+	# completion modes: the default (one interrupt per issued batch,
+	# reaped in softirq), per-descriptor interrupts reaped by the IRQ
+	# thread (what the C driver does, but with a thread), and polled.
+	if modprobe plx_dma; then
+		depth_bench plx_dma default "$rep" 1
+		rmmod plx_dma
+	else
+		not_ok "modprobe plx_dma"
+	fi
+	for mode in default "irq_coalesce=0 irq_thread=1" "poll_us=50"; do
+		full=0
+		[ "$mode" = default ] && full=1
+		modparams=
+		[ "$mode" = default ] || modparams=$mode
+		# shellcheck disable=SC2086
+		modprobe rust_plx_dma $modparams || { not_ok "modprobe rust_plx_dma $modparams"; continue; }
+		depth_bench rust_plx_dma "$(echo "$mode" | tr ' ' ',')" "$rep" "$full"
+		sed 's/^/# rust_plx_dma '"$(echo "$mode" | tr ' ' ',')"' /' /sys/kernel/debug/rust_plx_dma-*/stats | tr '\n' ' '
+		echo
+		rmmod rust_plx_dma
+	done
 done
+if [ "${PERFTEST:-1}" = 0 ]; then
+	check "benchmarks ran" true
+	finish
+fi
 # perftest: bandwidth of RDMA WRITE and READ, and SEND latency, the shim
 # (its data moved by the engine) against rxe, alternating, REPS times.
 export PATH=/usr/bin:/usr/sbin:$PATH

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# `make bench`: one boot of the bench kernel with two emulated channels;
-# dmatest throughput of the C plx_dma and rust_plx_dma side by side, and
-# engine copies against CPU copies, user-buffer copies through
-# /dev/plx-dma-copy on both drivers, and perftest on plx_rdma against rxe.  Writes build/bench/results.{csv,json},
-# PNG plots, and prints a table of medians and ratios.
+# `make bench`: boots of the bench kernel with two emulated channels, one
+# per emulator DMA path (mapped, messages): dmatest throughput of the C
+# plx_dma and rust_plx_dma side by side, engine copies against CPU copies,
+# the deep-queue client on both drivers and in rust_plx_dma's completion
+# modes, user-buffer copies through /dev/plx-dma-copy, and (mapped path)
+# perftest on plx_rdma against rxe.  Then four short profile boots count
+# MMIO exits, DMA messages, interrupts and IOMMU map traffic per
+# descriptor.  Writes build/bench/results.{csv,json}, PNG plots, and
+# prints a table of medians and ratios.
 
 . "$(dirname "$0")/lib.sh"
 
 need_root bench
 out=$REPO/build/bench
+rm -rf "$out"
 mkdir -p "$out"
 rc=0
 user=$("$REPO/scripts/user-build.sh") || die "the uAPI benchmark did not build"
@@ -18,11 +23,41 @@ mapfile -t files < <("$REPO/scripts/rdma-userland.sh")
 [ "${#files[@]}" -gt 0 ] || die "the RDMA user space did not build"
 extras=()
 for f in "${files[@]}"; do extras+=(-a "$f"); done
-run_emulated_guest bench-perf 2 3600 "$REPO/scripts/bench.guest.sh" -k bench \
-	-a "$user/plx_dma_copy_bench:/usr/local/bin/plx_dma_copy_bench" "${extras[@]}" >&2 || rc=$?
-[ "$rc" -eq 0 ] || die "the benchmark guest failed (status $rc); see build/results/bench-perf.console"
-cp "$REPO/build/results/bench-perf.guest.tap" "$out/raw.txt"
-python3 "$REPO/scripts/bench-report.py" "$out/raw.txt" "$out" | tee "$out/table.txt"
+# The emulator's two DMA paths, each in its own boot: the mapped one
+# (guest memory through the fds QEMU hands over with DMA_MAP) with the
+# whole bench, the message one (every access a VFIO_USER_DMA_READ/WRITE
+# that QEMU carries out through the vIOMMU) without perftest.
+raws=()
+for path in mapped message; do
+	args=
+	[ "$path" = mapped ] && args=--mapped
+	perftest=1
+	[ "$path" = message ] && perftest=0
+	EMU_ARGS=$args GUEST_PARAMS="BENCH_PATH=$path PERFTEST=$perftest" \
+		run_emulated_guest "bench-$path" 2 3600 "$REPO/scripts/bench.guest.sh" -k bench \
+		-a "$user/plx_dma_copy_bench:/usr/local/bin/plx_dma_copy_bench" "${extras[@]}" >&2 || rc=$?
+	[ "$rc" -eq 0 ] || die "the benchmark guest failed (status $rc); see build/results/bench-$path.console"
+	cp "$REPO/build/results/bench-$path.guest.tap" "$out/raw-$path.txt"
+	raws+=("$path=$out/raw-$path.txt")
+done
+# Profile boots: one workload each, one channel, so that the emulator's
+# final counters (its log) and the driver's count that workload alone.
+for path in mapped message; do
+	args=
+	[ "$path" = mapped ] && args=--mapped
+	for workload in dmatest depth16; do
+		name=bench-profile-$path-$workload
+		EMU_ARGS=$args GUEST_PARAMS="WORKLOAD=$workload" \
+			run_emulated_guest "$name" 1 900 "$REPO/scripts/bench-profile.guest.sh" -k bench >&2 || rc=$?
+		[ "$rc" -eq 0 ] || die "the profile guest failed (status $rc); see build/results/$name.console"
+		{
+			grep '^PROFILE driver ' "$REPO/build/results/$name.guest.tap"
+			grep '^plx-dma-emu stats ch0 ' "$REPO/build/results/$name.emu.log" | tail -n 1
+		} | sed "s/^/PROFILE $path $workload /" >>"$out/profile-raw.txt"
+	done
+done
+raws+=("profile=$out/profile-raw.txt")
+python3 "$REPO/scripts/bench-report.py" "$out" "${raws[@]}" | tee "$out/table.txt"
 in_root gnuplot -e "out='$out'" "$REPO/scripts/bench-plots.gp" ||
 	die "gnuplot failed to draw the plots"
-log "results in $out: results.csv results.json table.txt dmatest.png memcpy.png uapi.png"
+log "results in $out: results.csv results.json table.txt and the plots (*.png)"
