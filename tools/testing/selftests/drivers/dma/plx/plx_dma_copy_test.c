@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,9 +48,18 @@
 #define MiB (1UL << 20)
 
 /* The published layout: growing a structure must not move these. */
-_Static_assert(sizeof(struct plx_dma_info) == 104, "plx_dma_info v1 size");
+_Static_assert(sizeof(struct plx_dma_info) == 120, "plx_dma_info v2 size");
+_Static_assert(offsetof(struct plx_dma_info, regions) == PLX_DMA_INFO_SIZE_VER1,
+	       "plx_dma_info v1 size");
 _Static_assert(sizeof(struct plx_dma_attach) == 40, "plx_dma_attach v1 size");
-_Static_assert(sizeof(struct plx_dma_copy) == 48, "plx_dma_copy v1 size");
+_Static_assert(sizeof(struct plx_dma_copy) == PLX_DMA_COPY_SIZE_VER2, "plx_dma_copy v2 size");
+_Static_assert(offsetof(struct plx_dma_copy, src_region) == PLX_DMA_COPY_SIZE_VER1,
+	       "plx_dma_copy v1 size");
+_Static_assert(sizeof(struct plx_dma_region) == 32, "plx_dma_region v1 size");
+_Static_assert(sizeof(struct plx_dma_deregister) == 16, "plx_dma_deregister v1 size");
+/* The ioctl numbers keep the first version's size. */
+_Static_assert(PLX_DMA_IOC_INFO == 0xc068d700, "INFO number");
+_Static_assert(PLX_DMA_IOC_COPY == 0x4030d702, "COPY number");
 _Static_assert(sizeof(struct plx_dma_submit) == 24, "plx_dma_submit v1 size");
 _Static_assert(sizeof(struct plx_dma_completion) == 16, "completion size");
 _Static_assert(sizeof(struct plx_dma_reap) == 32, "plx_dma_reap v1 size");
@@ -366,8 +376,10 @@ TEST_F(dev, bad_inputs)
 	expect_rejected(_metadata, self->fd, &c, EINVAL, "overlapping ranges");
 	c = good, c.dst = c.src;
 	expect_rejected(_metadata, self->fd, &c, EINVAL, "identical ranges");
-	c = good, c.flags = 1;
+	c = good, c.flags = 1u << 31;
 	expect_rejected(_metadata, self->fd, &c, EINVAL, "unknown flag");
+	c = good, c.src_region = 1;
+	expect_rejected(_metadata, self->fd, &c, EINVAL, "region id without the flag");
 	c = good, c.__reserved = 1;
 	expect_rejected(_metadata, self->fd, &c, EINVAL, "reserved field set");
 	c = good, c.src = (uint64_t)-PAGE;
