@@ -17,6 +17,7 @@ def main():
     per_run = defaultdict(float)  # (driver, size, rep) -> KB/s
     memcpy = defaultdict(list)    # size -> [(dma MB/s, cpu MB/s)]
     uapi = defaultdict(list)      # (driver, size) -> [(sync, batch, cpu MB/s)]
+    registered = defaultdict(list)  # (driver, size) -> [MB/s through registered regions]
     rdma = defaultdict(list)      # (device, tool) -> [MB/s, or usec for latency]
     rows = []
     for line in open(tap, encoding="utf-8", errors="replace"):
@@ -37,6 +38,13 @@ def main():
             memcpy[size].append((dma, cpu))
             rows.append({"kind": "memcpy", "size": size, "rep": rep, "copies": n,
                          "dma_mb_per_s": dma, "cpu_mb_per_s": cpu})
+        elif f[1] == "uapi" and len(f) > 3 and f[3] == "registered":
+            drv = f[2]
+            size, rep, n, ns = (int(x) for x in f[4:8])
+            rate = size * n / 1e6 / (ns / 1e9) if ns else 0.0
+            registered[(drv, size)].append(rate)
+            rows.append({"kind": "uapi-registered", "driver": drv, "size": size, "rep": rep,
+                         "copies": n, "registered_mb_per_s": rate})
         elif f[1] == "uapi":
             drv = f[2]
             size, rep, n, sync_ns, batch_ns, cpu_ns = (int(x) for x in f[3:9])
@@ -102,6 +110,40 @@ def main():
                       f" {rb / cb if cb else float('nan'):>7.2f} {rb / rs if rs else float('nan'):>11.2f}"
                       f" {rb / cpu if cpu else float('nan'):>10.3f}")
                 fh.write(f"{s} {cs} {cb} {rs} {rb} {cpu}\n")
+    if uapi or registered:
+        drivers = sorted({d for d, _ in uapi} | {d for d, _ in registered})
+        sizes_u = sorted({s for _, s in uapi} | {s for _, s in registered})
+
+        def med_or_nan(v):
+            return statistics.median(v) if v else float("nan")
+        modes = []
+        for drv in drivers:
+            modes.append((f"{drv} sync", [med_or_nan([x[0] for x in uapi.get((drv, s), [])])
+                                          for s in sizes_u]))
+            modes.append((f"{drv} batch", [med_or_nan([x[1] for x in uapi.get((drv, s), [])])
+                                           for s in sizes_u]))
+            if any((drv, s) in registered for s in sizes_u):
+                modes.append((f"{drv} registered", [med_or_nan(registered.get((drv, s), []))
+                                                    for s in sizes_u]))
+        if memcpy:
+            modes.append(("kernel buffer (engine)",
+                          [med_or_nan([x for x, _ in memcpy.get(s, [])]) for s in sizes_u]))
+        print("\nuser-buffer copies by mode, MB/s (median): registered = SUBMIT/REAP batches"
+              " of 32 between regions registered once; kernel buffer = rust_dma_memcpy")
+        print(f"{'mode':>24}" + "".join(f" {s:>10}" for s in sizes_u))
+        with open(f"{out}/uapi_modes.dat", "w", encoding="utf-8") as fh:
+            fh.write("# mode " + " ".join(str(s) for s in sizes_u) + "\n")
+            for name, vals in modes:
+                print(f"{name:>24}" + "".join(f" {v:>10.1f}" for v in vals))
+                fh.write(name.replace(" ", "_") + " " + " ".join(str(v) for v in vals) + "\n")
+        mib = 1 << 20
+        engine = [x for x, _ in memcpy.get(mib, [])]
+        for drv in drivers:
+            reg = registered.get((drv, mib))
+            if reg and engine:
+                r, e = statistics.median(reg), statistics.median(engine)
+                print(f"registered user copy / kernel-buffer engine copy at 1 MiB ({drv}):"
+                      f" {r:.1f} / {e:.1f} = {r / e if e else float('nan'):.2f}")
     if rdma:
         print("\nperftest, plx_rdma (data moved by rust_plx_dma) vs rxe on lo (median):"
               " bandwidth MB/s at 64 KiB, SEND latency usec at 64 B")
