@@ -5,13 +5,16 @@
 //!
 //! # Locking
 //!
-//! `state` (a mutex) guards the file's channel and copies. Device removal
-//! takes it from the bus notifier, so it is never held across an access
-//! to user memory or a wait that user space controls: requests are read,
-//! and pages pinned, before it is taken (pinning can wait on a
-//! userfaultfd or FUSE fault for as long as user space wants), mapping
-//! happens under it, waits for ring space drop it, and completions and
-//! counters are written to user space after it is released. `reaping`
+//! `state` (a mutex) guards the file's channel, copies and registered
+//! regions. Device removal takes it from the bus notifier, so it is never
+//! held across an access to user memory or a wait that user space
+//! controls: requests are read, and pages pinned (a copy's or a region's),
+//! before it is taken (pinning can wait on a userfaultfd or FUSE fault for
+//! as long as user space wants), mapping happens under it, waits for ring
+//! space drop it, and completions, region ids and counters are written to
+//! user space after it is released. Unmapping and unpinning a region
+//! happen under it, since removal must find every reference on a region
+//! there; they wait on neither user memory nor user space. `reaping`
 //! serializes reapers, and is held while completions are written out, so
 //! that each completion is reported once. The [`Tracker`] has its own
 //! spinlock for what completion callbacks update.
