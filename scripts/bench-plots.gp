@@ -36,5 +36,6 @@ set output out."/uapi.png"
 set title "user-buffer copies through /dev/plx-dma-copy on rust\\_plx\\_dma (median)"
 plot m("uapi") using 1:2 with linespoints lt 2 title "one at a time, mapped", \
      m("uapi") using 1:3 with linespoints lt 3 title "batches, mapped", \
+     m("uapi") using 1:5 with linespoints lt 4 title "registered regions, mapped", \
      g("uapi") using 1:3 with linespoints lt 3 dt 2 title "batches, messages", \
      m("uapi") using 1:4 with linespoints lt 7 title "CPU memcpy"

@@ -46,6 +46,11 @@ def parse_run(path, tap, rows):
             row.update(kind="memcpy", size=size, rep=rep, copies=n,
                        dma_mb_per_s=mb / (dma_ns / 1e9) if dma_ns else 0.0,
                        cpu_mb_per_s=mb / (cpu_ns / 1e9) if cpu_ns else 0.0)
+        elif f[1] == "uapi" and len(f) > 3 and f[3] == "registered":
+            drv = f[2]
+            size, rep, n, ns = (int(x) for x in f[4:8])
+            row.update(kind="uapi_registered", driver=drv, size=size, rep=rep, copies=n,
+                       registered_mb_per_s=size * n / 1e6 / (ns / 1e9) if ns else 0.0)
         elif f[1] == "uapi":
             drv = f[2]
             size, rep, n, sync_ns, batch_ns, cpu_ns = (int(x) for x in f[3:9])
@@ -201,19 +206,24 @@ def report_depth(rows, paths, out):
 
 def report_uapi(rows, paths, out):
     print("\nuser-buffer copies through /dev/plx-dma-copy on rust_plx_dma, MB/s (median):"
-          " one COPY at a time, SUBMIT/REAP batches of 32, CPU memcpy in the same process")
-    print(f"{'path':>8} {'size':>9} {'sync':>8} {'batch':>8} {'CPU':>8} {'batch/sync':>11}"
-          f" {'batch/CPU':>10}")
+          " one COPY at a time, SUBMIT/REAP batches of 32, batches between regions"
+          " registered once, CPU memcpy in the same process, and the engine's copy between"
+          " kernel buffers (rust_dma_memcpy)")
+    print(f"{'path':>8} {'size':>9} {'sync':>8} {'batch':>8} {'regist.':>8} {'CPU':>8}"
+          f" {'kernel':>8} {'reg/kernel':>11}")
     for path in paths:
         u = select(rows, kind="uapi", path=path, driver="rust_plx_dma")
+        g = select(rows, kind="uapi_registered", path=path, driver="rust_plx_dma")
         with open(f"{out}/uapi-{path}.dat", "w", encoding="utf-8") as fh:
-            for s in sorted({r["size"] for r in u}):
+            for s in sorted({r["size"] for r in u + g}):
                 rs = med(r["sync_mb_per_s"] for r in u if r["size"] == s)
                 rb = med(r["batch_mb_per_s"] for r in u if r["size"] == s)
+                rg = med(r["registered_mb_per_s"] for r in g if r["size"] == s)
                 cpu = med(r["cpu_mb_per_s"] for r in u if r["size"] == s)
-                print(f"{path:>8} {s:>9} {rs:>8.1f} {rb:>8.1f} {cpu:>8.1f} {ratio(rb, rs):>11.2f}"
-                      f" {ratio(rb, cpu):>10.3f}")
-                fh.write(f"{s} {rs} {rb} {cpu}\n")
+                k = med(r["dma_mb_per_s"] for r in select(rows, kind="memcpy", path=path, size=s))
+                print(f"{path:>8} {s:>9} {rs:>8.1f} {rb:>8.1f} {rg:>8.1f} {cpu:>8.1f} {k:>8.1f}"
+                      f" {ratio(rg, k):>11.2f}")
+                fh.write(f"{s} {rs} {rb} {cpu} {rg}\n")
 
 
 def report_rdma(rows, out):
@@ -276,6 +286,10 @@ def report_targets(rows, paths):
         one = depth_med(rows, p, "rust_plx_dma", "default", s, 16, 1, "mb_per_s")
         two = depth_med(rows, p, "rust_plx_dma", "default", s, 16, 2, "mb_per_s")
         print(f"  2 channels / 1 at {s} B ({p}): {ratio(two, one):.2f} (target >= 1.5)")
+    rg = med(r["registered_mb_per_s"]
+             for r in select(rows, kind="uapi_registered", path=p, size=1 << 20))
+    print(f"  registered user copy / kernel-buffer engine copy at 1 MiB ({p}):"
+          f" {ratio(rg, e1):.2f} (target >= 0.8)")
 
 
 def main():

@@ -62,8 +62,9 @@ callbacks_reentrant() {
 check "callbacks on dma0chan0 poll, terminate and resubmit on their own channel; a descriptor submitted twice is refused the second time and completes once" callbacks_reentrant
 # The benchmark tool of `make bench` works (its numbers mean little here).
 line=$(/usr/local/bin/plx_dma_copy_bench 65536 64 1 2>&1)
-echo "# $line"
-check "plx_dma_copy_bench reports one measurement" sh -c "echo '$line' | grep -qE '^BENCH uapi 65536 1 64 [0-9]+ [0-9]+ [0-9]+\$'"
+echo "$line" | sed 's/^/# /'
+check "plx_dma_copy_bench reports the copies one at a time, batched and by the CPU" sh -c "echo '$line' | grep -qE '^BENCH uapi 65536 1 64 [0-9]+ [0-9]+ [0-9]+\$'"
+check "plx_dma_copy_bench reports the batched copies between registered regions" sh -c "echo '$line' | grep -qE '^BENCH uapi registered 65536 1 64 [0-9]+\$'"
 # The C plx_dma has no device_terminate_all: the copy device must refuse
 # its channel rather than unpin pages that engine may still write.
 give_to_c_driver() {

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-# Suite: /dev/plx-dma-copy kselftests in the guest behind intel-iommu: sizes, alignments, threads, bad inputs, batches, pin bound, munmap races, signals, timeouts, device faults (EIO), unbind mid-copy
+# Suite: /dev/plx-dma-copy kselftests in the guest behind intel-iommu: sizes, alignments, threads, bad inputs, batches, pin bound, munmap races, signals, timeouts, device faults (EIO), unbind mid-copy, registered regions
 . "$(dirname "$0")/../lib.sh"
 . "$REPO/scripts/guest/lib.sh"
 

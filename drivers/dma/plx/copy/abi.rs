@@ -16,7 +16,7 @@ use kernel::{
 };
 
 /// `PLX_DMA_COPY_ABI_VERSION`.
-pub(crate) const ABI_VERSION: u32 = 1;
+pub(crate) const ABI_VERSION: u32 = 2;
 /// `PLX_DMA_CHAN_NAME_LEN`.
 pub(crate) const CHAN_NAME_LEN: usize = 32;
 /// `PLX_DMA_DEFAULT_TIMEOUT_MS`.
@@ -36,22 +36,28 @@ pub(crate) enum Command {
     Copy,
     Submit,
     Reap,
+    Register,
+    Deregister,
 }
 
 impl Command {
     /// Decodes an ioctl command; `None` for one that is not ours.
     pub(crate) fn decode(cmd: u32) -> Option<Self> {
-        const INFO: u32 = _IOWR::<[u8; info::SIZE]>(IOC_MAGIC, 0);
+        const INFO: u32 = _IOWR::<[u8; info::MIN]>(IOC_MAGIC, 0);
         const ATTACH: u32 = _IOW::<[u8; attach::SIZE]>(IOC_MAGIC, 1);
-        const COPY: u32 = _IOW::<[u8; copy::SIZE]>(IOC_MAGIC, 2);
+        const COPY: u32 = _IOW::<[u8; copy::MIN]>(IOC_MAGIC, 2);
         const SUBMIT: u32 = _IOWR::<[u8; submit::SIZE]>(IOC_MAGIC, 3);
         const REAP: u32 = _IOWR::<[u8; reap::SIZE]>(IOC_MAGIC, 4);
+        const REGISTER: u32 = _IOWR::<[u8; region::SIZE]>(IOC_MAGIC, 5);
+        const DEREGISTER: u32 = _IOW::<[u8; deregister::SIZE]>(IOC_MAGIC, 6);
         Some(match cmd {
             INFO => Self::Info,
             ATTACH => Self::Attach,
             COPY => Self::Copy,
             SUBMIT => Self::Submit,
             REAP => Self::Reap,
+            REGISTER => Self::Register,
+            DEREGISTER => Self::Deregister,
             _ => return None,
         })
     }
@@ -154,8 +160,9 @@ impl<const N: usize> Out<N> {
 
 /// `struct plx_dma_info` field offsets.
 pub(crate) mod info {
-    pub(crate) const SIZE: usize = 104;
-    pub(crate) const MIN: usize = SIZE;
+    pub(crate) const SIZE: usize = 120;
+    /// Version 1's size, which the ioctl number carries.
+    pub(crate) const MIN: usize = 104;
     pub(crate) const ABI_VERSION: usize = 4;
     pub(crate) const MAX_LEN: usize = 8;
     pub(crate) const MAX_BATCH: usize = 16;
@@ -167,6 +174,9 @@ pub(crate) mod info {
     pub(crate) const FAILED: usize = 80;
     pub(crate) const BYTES: usize = 88;
     pub(crate) const IN_FLIGHT: usize = 96;
+    pub(crate) const REGIONS: usize = 104;
+    pub(crate) const MAX_REGIONS: usize = 108;
+    pub(crate) const REGION_PAGES: usize = 112;
 }
 
 /// `struct plx_dma_attach` field offsets.
@@ -179,8 +189,11 @@ pub(crate) mod attach {
 
 /// `struct plx_dma_copy` field offsets.
 pub(crate) mod copy {
-    pub(crate) const SIZE: usize = 48;
-    pub(crate) const MIN: usize = SIZE;
+    pub(crate) const SIZE: usize = 56;
+    /// Version 1's size, which the ioctl number carries.
+    pub(crate) const MIN: usize = 48;
+    /// `PLX_DMA_COPY_REGISTERED`.
+    pub(crate) const FLAG_REGISTERED: u32 = 1 << 0;
     pub(crate) const FLAGS: usize = 4;
     pub(crate) const SRC: usize = 8;
     pub(crate) const DST: usize = 16;
@@ -188,6 +201,8 @@ pub(crate) mod copy {
     pub(crate) const USER_DATA: usize = 32;
     pub(crate) const TIMEOUT_MS: usize = 40;
     pub(crate) const RESERVED: usize = 44;
+    pub(crate) const SRC_REGION: usize = 48;
+    pub(crate) const DST_REGION: usize = 52;
 }
 
 /// `struct plx_dma_submit` field offsets.
@@ -217,29 +232,83 @@ pub(crate) mod reap {
     pub(crate) const RESERVED: usize = 28;
 }
 
+/// `struct plx_dma_region` field offsets.
+pub(crate) mod region {
+    pub(crate) const SIZE: usize = 32;
+    pub(crate) const MIN: usize = SIZE;
+    pub(crate) const ACCESS: usize = 4;
+    pub(crate) const ADDR: usize = 8;
+    pub(crate) const LEN: usize = 16;
+    pub(crate) const ID: usize = 24;
+    pub(crate) const RESERVED: usize = 28;
+    /// `PLX_DMA_REGION_READ`.
+    pub(crate) const READ: u32 = 1 << 0;
+    /// `PLX_DMA_REGION_WRITE`.
+    pub(crate) const WRITE: u32 = 1 << 1;
+}
+
+/// `struct plx_dma_deregister` field offsets.
+pub(crate) mod deregister {
+    pub(crate) const SIZE: usize = 16;
+    pub(crate) const MIN: usize = SIZE;
+    pub(crate) const ID: usize = 4;
+    pub(crate) const FLAGS: usize = 8;
+    pub(crate) const RESERVED: usize = 12;
+}
+
+/// The registered regions a copy goes through, by id.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RegionIds {
+    pub(crate) src: u32,
+    pub(crate) dst: u32,
+}
+
 /// A copy request as the caller described it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CopyReq {
+    /// User address, or offset in `regions.src`.
     pub(crate) src: u64,
+    /// User address, or offset in `regions.dst`.
     pub(crate) dst: u64,
     pub(crate) len: u64,
     pub(crate) user_data: u64,
     pub(crate) timeout_ms: u32,
+    /// `Some` for a copy between registered regions.
+    pub(crate) regions: Option<RegionIds>,
 }
 
 impl CopyReq {
-    /// Decodes and checks the fields that need no other state: flags and
-    /// reserved bits zero (`EINVAL`).
+    /// Decodes and checks the fields that need no other state (`EINVAL`):
+    /// no unknown flag, reserved bits zero, region ids only with
+    /// `PLX_DMA_COPY_REGISTERED`, which needs the version 2 structure.
     pub(crate) fn parse(arg: &Arg<{ copy::SIZE }>) -> Result<Self> {
-        if arg.u32_at(copy::FLAGS) != 0 || arg.u32_at(copy::RESERVED) != 0 {
+        let flags = arg.u32_at(copy::FLAGS);
+        if flags & !copy::FLAG_REGISTERED != 0 || arg.u32_at(copy::RESERVED) != 0 {
             return Err(EINVAL);
         }
+        let ids = RegionIds {
+            src: arg.u32_at(copy::SRC_REGION),
+            dst: arg.u32_at(copy::DST_REGION),
+        };
+        let regions = if flags & copy::FLAG_REGISTERED != 0 {
+            // A version 1 caller has no region ids to give.
+            if arg.size < copy::SIZE {
+                return Err(EINVAL);
+            }
+            Some(ids)
+        } else {
+            if ids.src != 0 || ids.dst != 0 {
+                return Err(EINVAL);
+            }
+            None
+        };
         Ok(Self {
             src: arg.u64_at(copy::SRC),
             dst: arg.u64_at(copy::DST),
             len: arg.u64_at(copy::LEN),
             user_data: arg.u64_at(copy::USER_DATA),
             timeout_ms: arg.u32_at(copy::TIMEOUT_MS),
+            regions,
         })
     }
 }

@@ -30,6 +30,7 @@ mod abi;
 mod file;
 mod job;
 mod pins;
+mod region;
 mod tracker;
 
 use capability::Capability;

@@ -5,13 +5,16 @@
 //!
 //! # Locking
 //!
-//! `state` (a mutex) guards the file's channel and copies. Device removal
-//! takes it from the bus notifier, so it is never held across an access
-//! to user memory or a wait that user space controls: requests are read,
-//! and pages pinned, before it is taken (pinning can wait on a
-//! userfaultfd or FUSE fault for as long as user space wants), mapping
-//! happens under it, waits for ring space drop it, and completions and
-//! counters are written to user space after it is released. `reaping`
+//! `state` (a mutex) guards the file's channel, copies and registered
+//! regions. Device removal takes it from the bus notifier, so it is never
+//! held across an access to user memory or a wait that user space
+//! controls: requests are read, and pages pinned (a copy's or a region's),
+//! before it is taken (pinning can wait on a userfaultfd or FUSE fault for
+//! as long as user space wants), mapping happens under it, waits for ring
+//! space drop it, and completions, region ids and counters are written to
+//! user space after it is released. Unmapping and unpinning a region
+//! happen under it, since removal must find every reference on a region
+//! there; they wait on neither user memory nor user space. `reaping`
 //! serializes reapers, and is held while completions are written out, so
 //! that each completion is reported once. The [`Tracker`] has its own
 //! spinlock for what completion callbacks update.
@@ -22,13 +25,17 @@
 //! to be unbound, the channel is terminated (queued copies end as
 //! cancelled) and every copy's memory is unmapped and unpinned while the
 //! driver is still there; the copies stay to be reaped, and new ones fail
-//! with `ENODEV`.
+//! with `ENODEV`. Registered regions are dropped from the table at the same
+//! time, and since every reference on a region lives in the file's state
+//! and is dropped under `state` (see [`crate::region`]), they are all
+//! unmapped and unpinned before the removal returns.
 
 use crate::{
     abi::{self, Arg, Command, CopyReq, Out, CHAN_NAME_LEN},
     dmaengine::client::{MemcpyChannel, RemovalSink, RemovalWatch},
     job::{Job, Limits},
     pins::FilePins,
+    region::{Region, Regions, MAX_REGIONS},
     tracker::{Outcome, Tracker, WaitEnd},
     user_pages::PinDuration,
 };
@@ -61,6 +68,8 @@ struct FileState {
     jobs: KVec<Option<Job>>,
     /// Slots without a copy.
     free: KVec<usize>,
+    /// Registered regions by id.
+    regions: Regions,
     copies: u64,
     failed: u64,
     bytes: u64,
@@ -154,6 +163,7 @@ impl CopyFile {
                     gone: false,
                     jobs,
                     free,
+                    regions: Regions::new()?,
                     copies: 0,
                     failed: 0,
                     bytes: 0,
@@ -176,6 +186,8 @@ impl CopyFile {
             Command::Copy => this.copy(&this.into(), arg),
             Command::Submit => this.submit(&this.into(), arg),
             Command::Reap => this.reap(arg),
+            Command::Register => this.register(&this.into(), arg),
+            Command::Deregister => this.deregister(arg),
         }
     }
 
@@ -242,6 +254,7 @@ impl CopyFile {
         for job in st.jobs.iter_mut() {
             drop(job.take());
         }
+        st.regions.clear();
         drop(st.chan.take());
     }
 
@@ -262,6 +275,10 @@ impl CopyFile {
         out.put_u64(f::FAILED, st.failed);
         out.put_u64(f::BYTES, st.bytes);
         out.put_u32(f::IN_FLIGHT, st.in_flight() as u32);
+        let (regions, region_pages) = st.regions.usage();
+        out.put_u32(f::REGIONS, regions);
+        out.put_u32(f::MAX_REGIONS, MAX_REGIONS);
+        out.put_u64(f::REGION_PAGES, region_pages);
         drop(st);
         out.write(arg, a.size)?;
         Ok(0)
@@ -285,14 +302,32 @@ impl CopyFile {
     /// The pages are pinned before `state` is taken, and `state` is let go
     /// while waiting for ring space; the copy sits in its slot by then, so
     /// a removal meanwhile unmaps it, and the rest of it is not queued.
+    /// A copy between registered regions pins and maps nothing: it looks
+    /// its regions up under `state` and takes a reference on each.
     fn queue(&self, req: CopyReq, duration: PinDuration, for_reap: bool) -> Result<usize> {
-        let mut job = Job::pin(req, self.limits, duration, &self.pins)?;
+        let own = match req.regions {
+            None => Some(Job::pin(req, self.limits, duration, &self.pins)?),
+            Some(_) => None,
+        };
         let mut st = self.state.lock();
         if st.gone {
             return Err(ENODEV);
         }
         let chan = st.chan.as_ref().ok_or(ENODEV)?;
-        job.map(chan)?;
+        // Declared after `st`, so an early return drops it first, under
+        // the lock, as a job holding regions must be.
+        let job = match (own, req.regions) {
+            (Some(mut job), _) => {
+                job.map(chan)?;
+                job
+            }
+            (None, Some(ids)) => {
+                let src = st.regions.get(ids.src)?;
+                let dst = st.regions.get(ids.dst)?;
+                Job::registered(req, self.limits, src, dst)?
+            }
+            (None, None) => return Err(EINVAL),
+        };
         let max_seg = chan.max_segment();
         let (count, bytes) = job
             .chunks(max_seg)
@@ -362,9 +397,15 @@ impl CopyFile {
                 self.tracker.arm(slot, 0, false);
                 let job = st.jobs[slot].take();
                 let _ = st.free.push_within_capacity(slot);
-                drop(st);
-                // Unpinned without the lock.
-                drop(job);
+                if job.as_ref().is_some_and(Job::holds_regions) {
+                    // Region references are dropped under the lock.
+                    drop(job);
+                    drop(st);
+                } else {
+                    drop(st);
+                    // Unpinned without the lock.
+                    drop(job);
+                }
                 Err(e)
             }
             Some(e) => {
@@ -534,6 +575,73 @@ impl CopyFile {
     }
 }
 
+impl CopyFile {
+    /// `PLX_DMA_IOC_REGISTER`: pins the range without the lock, maps it
+    /// under `state` and gives it an id; returns the id.
+    fn register(&self, this: &Arc<Self>, arg: usize) -> Result<isize> {
+        use abi::region as f;
+        let a: Arg<{ f::SIZE }> = abi::read_sized(arg, f::MIN)?;
+        if a.u32_at(f::RESERVED) != 0 {
+            return Err(EINVAL);
+        }
+        Self::attach_channel(this, None, true)?;
+        // Checked again when the id is given; this only spares pinning a
+        // range that cannot get one.
+        if !self.state.lock().regions.has_room() {
+            return Err(ENOSPC);
+        }
+        let mut region = Region::pin(
+            a.u64_at(f::ADDR),
+            a.u64_at(f::LEN),
+            a.u32_at(f::ACCESS),
+            self.limits,
+            &self.pins,
+        )?;
+        let (id, serial) = {
+            let mut st = self.state.lock();
+            if st.gone {
+                return Err(ENODEV);
+            }
+            let chan = st.chan.as_ref().ok_or(ENODEV)?;
+            // Not mapped if this fails: then dropped, unpinned, without
+            // the lock.
+            region.map(chan)?;
+            // Mapped: from here on dropped under the lock, by `insert` if
+            // it fails.
+            st.regions.insert(region)?
+        };
+        let mut out = Out::from_arg(&a);
+        out.put_u32(f::ID, id);
+        if let Err(e) = out.write(arg, a.size) {
+            // The caller cannot learn the id: the registration is undone
+            // (unless a racing thread already deregistered it).
+            let mut st = self.state.lock();
+            let region = st.regions.remove(id, Some(serial));
+            drop(region);
+            drop(st);
+            return Err(e);
+        }
+        Ok(id as isize)
+    }
+
+    /// `PLX_DMA_IOC_DEREGISTER`: forgets the id now; the region's pages go
+    /// when the last copy that uses them has ended.
+    fn deregister(&self, arg: usize) -> Result<isize> {
+        use abi::deregister as f;
+        let a: Arg<{ f::SIZE }> = abi::read_sized(arg, f::MIN)?;
+        if a.u32_at(f::FLAGS) != 0 || a.u32_at(f::RESERVED) != 0 {
+            return Err(EINVAL);
+        }
+        let mut st = self.state.lock();
+        let region = st.regions.remove(a.u32_at(f::ID), None)?;
+        // Under the lock (see `crate::region`); unmaps and unpins if no
+        // copy in flight holds the region.
+        drop(region);
+        drop(st);
+        Ok(0)
+    }
+}
+
 impl RemovalSink for CopyFile {
     fn device_removing(this: ArcBorrow<'_, Self>) {
         let mut st = this.state.lock();
@@ -542,6 +650,10 @@ impl RemovalSink for CopyFile {
             for job in st.jobs.iter_mut().flatten() {
                 job.unmap();
             }
+            // The last references: every region is unmapped now.
+            st.regions.clear();
+        } else {
+            st.regions.abandon();
         }
     }
 }

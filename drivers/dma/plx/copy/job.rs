@@ -6,11 +6,16 @@
 //! The source and destination map to different lists of DMA segments; a
 //! descriptor covers the overlap of the current source and destination
 //! segment, never more than the channel's longest descriptor.
+//!
+//! A copy between registered regions pins and maps nothing: it holds a
+//! reference on each region, which keeps the pages pinned and mapped until
+//! the copy is reaped, even if the region is deregistered meanwhile.
 
 use crate::{
     abi::CopyReq,
     dmaengine::client::MemcpyChannel,
     pins::{FilePins, PinReservation},
+    region::Region,
     user_pages::{Access, Chunks, PinDuration, SegmentCursor, UserDma},
 };
 use kernel::{prelude::*, sync::Arc};
@@ -28,7 +33,16 @@ pub(crate) struct Limits {
 /// device goes away; dropping it unmaps and unpins (it may sleep).
 pub(crate) struct Job {
     pub(crate) req: CopyReq,
-    mapped: Option<Mapped>,
+    memory: Option<Memory>,
+}
+
+/// The memory a [`Job`] copies through.
+enum Memory {
+    /// Pinned for this copy alone.
+    Own(Mapped),
+    /// Registered regions, at the request's offsets. Dropped with the
+    /// file's lock held (see [`crate::region`]).
+    Registered { src: Arc<Region>, dst: Arc<Region> },
 }
 
 /// The pinned memory of a [`Job`], mapped once [`Job::map`] succeeded.
@@ -78,28 +92,82 @@ impl Job {
         let dst_pin = UserDma::pin(dst, len, Access::FromDevice, duration)?;
         Ok(Self {
             req,
-            mapped: Some(Mapped {
+            memory: Some(Memory::Own(Mapped {
                 src: src_pin,
                 dst: dst_pin,
                 _pins: pins,
+            })),
+        })
+    }
+
+    /// A copy of `req` from offset `req.src` of `src` to offset `req.dst`
+    /// of `dst`, which are already pinned and mapped: nothing is pinned,
+    /// mapped or allocated. Called, and the job later dropped, with the
+    /// file's lock held.
+    ///
+    /// Errors: `EINVAL` for a zero length, a range not inside its region
+    /// (or whose end overflows) or ranges that overlap in user memory,
+    /// `E2BIG` beyond `limits.max_len`, `EACCES` for a source region not
+    /// registered readable or a destination region not registered
+    /// writable.
+    pub(crate) fn registered(
+        req: CopyReq,
+        limits: Limits,
+        src: &Arc<Region>,
+        dst: &Arc<Region>,
+    ) -> Result<Self> {
+        if req.len == 0 {
+            return Err(EINVAL);
+        }
+        if req.len > limits.max_len {
+            return Err(E2BIG);
+        }
+        let s = src.span(req.src, req.len)?;
+        let d = dst.span(req.dst, req.len)?;
+        if !src.readable() || !dst.writable() {
+            return Err(EACCES);
+        }
+        // Both spans lie inside user ranges that were pinned, so neither
+        // end overflows; `len` fits since the spans do.
+        let len = req.len as usize;
+        if s < d + len && d < s + len {
+            return Err(EINVAL);
+        }
+        Ok(Self {
+            req,
+            memory: Some(Memory::Registered {
+                src: src.clone(),
+                dst: dst.clone(),
             }),
         })
     }
 
+    /// Whether the copy holds references on registered regions, which
+    /// must be dropped with the file's lock held.
+    pub(crate) fn holds_regions(&self) -> bool {
+        matches!(self.memory, Some(Memory::Registered { .. }))
+    }
+
     /// Maps the pinned ranges for `chan`'s device; touches no user memory.
+    /// Registered regions are mapped already.
     ///
     /// Errors: `ENODEV` once unmapped, or the error of the DMA API.
     pub(crate) fn map(&mut self, chan: &MemcpyChannel) -> Result {
-        let m = self.mapped.as_mut().ok_or(ENODEV)?;
-        let dev = chan.device();
-        m.src.attach(dev)?;
-        m.dst.attach(dev)
+        match self.memory.as_mut().ok_or(ENODEV)? {
+            Memory::Own(m) => {
+                let dev = chan.device();
+                m.src.attach(dev)?;
+                m.dst.attach(dev)
+            }
+            Memory::Registered { .. } => Ok(()),
+        }
     }
 
-    /// Unmaps and unpins now, keeping what reaping reports. For a device
+    /// Unmaps and unpins now (for registered regions: drops the copy's
+    /// references on them), keeping what reaping reports. For a device
     /// going away: the copy must be stopped first.
     pub(crate) fn unmap(&mut self) {
-        self.mapped = None;
+        self.memory = None;
     }
 
     /// Gives up the copy's memory without unpinning or unmapping it: for a
@@ -107,7 +175,7 @@ impl Job {
     /// The pages stay pinned (and charged) until reboot; that is the price
     /// of never letting a device write freed memory.
     pub(crate) fn abandon(&mut self) {
-        if let Some(m) = self.mapped.take() {
+        if let Some(m) = self.memory.take() {
             core::mem::forget(m);
         }
     }
@@ -115,13 +183,16 @@ impl Job {
     /// The descriptors of this copy, none longer than `max_seg` bytes;
     /// none once unmapped.
     pub(crate) fn chunks(&self, max_seg: u32) -> Chunks<'_> {
-        let (src, dst) = match &self.mapped {
-            Some(m) => (m.src.segments(), m.dst.segments()),
-            None => (&[][..], &[][..]),
+        let (src, src_off, dst, dst_off) = match &self.memory {
+            Some(Memory::Own(m)) => (m.src.segments(), 0, m.dst.segments(), 0),
+            Some(Memory::Registered { src, dst }) => {
+                (src.segments(), self.req.src, dst.segments(), self.req.dst)
+            }
+            None => (&[][..], 0, &[][..], 0),
         };
         Chunks::new(
-            SegmentCursor::new(dst, 0),
-            SegmentCursor::new(src, 0),
+            SegmentCursor::new(dst, dst_off),
+            SegmentCursor::new(src, src_off),
             self.req.len,
             max_seg,
         )

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,9 +48,18 @@
 #define MiB (1UL << 20)
 
 /* The published layout: growing a structure must not move these. */
-_Static_assert(sizeof(struct plx_dma_info) == 104, "plx_dma_info v1 size");
+_Static_assert(sizeof(struct plx_dma_info) == 120, "plx_dma_info v2 size");
+_Static_assert(offsetof(struct plx_dma_info, regions) == PLX_DMA_INFO_SIZE_VER1,
+	       "plx_dma_info v1 size");
 _Static_assert(sizeof(struct plx_dma_attach) == 40, "plx_dma_attach v1 size");
-_Static_assert(sizeof(struct plx_dma_copy) == 48, "plx_dma_copy v1 size");
+_Static_assert(sizeof(struct plx_dma_copy) == PLX_DMA_COPY_SIZE_VER2, "plx_dma_copy v2 size");
+_Static_assert(offsetof(struct plx_dma_copy, src_region) == PLX_DMA_COPY_SIZE_VER1,
+	       "plx_dma_copy v1 size");
+_Static_assert(sizeof(struct plx_dma_region) == 32, "plx_dma_region v1 size");
+_Static_assert(sizeof(struct plx_dma_deregister) == 16, "plx_dma_deregister v1 size");
+/* The ioctl numbers keep the first version's size. */
+_Static_assert(PLX_DMA_IOC_INFO == 0xc068d700, "INFO number");
+_Static_assert(PLX_DMA_IOC_COPY == 0x4030d702, "COPY number");
 _Static_assert(sizeof(struct plx_dma_submit) == 24, "plx_dma_submit v1 size");
 _Static_assert(sizeof(struct plx_dma_completion) == 16, "completion size");
 _Static_assert(sizeof(struct plx_dma_reap) == 32, "plx_dma_reap v1 size");
@@ -89,6 +99,11 @@ static long copy(int fd, const void *src, void *dst, size_t len,
 	};
 
 	return ioctl(fd, PLX_DMA_IOC_COPY, &c);
+}
+
+static long copy_arg(int fd, struct plx_dma_copy *c)
+{
+	return ioctl(fd, PLX_DMA_IOC_COPY, c);
 }
 
 static void *map_pages(size_t bytes)
@@ -366,8 +381,10 @@ TEST_F(dev, bad_inputs)
 	expect_rejected(_metadata, self->fd, &c, EINVAL, "overlapping ranges");
 	c = good, c.dst = c.src;
 	expect_rejected(_metadata, self->fd, &c, EINVAL, "identical ranges");
-	c = good, c.flags = 1;
+	c = good, c.flags = 1u << 31;
 	expect_rejected(_metadata, self->fd, &c, EINVAL, "unknown flag");
+	c = good, c.src_region = 1;
+	expect_rejected(_metadata, self->fd, &c, EINVAL, "region id without the flag");
 	c = good, c.__reserved = 1;
 	expect_rejected(_metadata, self->fd, &c, EINVAL, "reserved field set");
 	c = good, c.src = (uint64_t)-PAGE;
@@ -754,13 +771,26 @@ TEST(unprivileged_opener_takes_no_channel)
 			_exit(15);
 		if (submit(fd, &c, 1) != -1 || errno != EPERM)
 			_exit(16);
+		{
+			struct plx_dma_region r = {
+				.size = sizeof(r), .access = PLX_DMA_REGION_READ,
+				.addr = (uintptr_t)s, .len = sizeof(s),
+			};
+
+			if (ioctl(fd, PLX_DMA_IOC_REGISTER, &r) != -1 || errno != EPERM)
+				_exit(17);
+		}
+		c.flags = PLX_DMA_COPY_REGISTERED, c.src = 0, c.dst = 0;
+		c.src_region = 1, c.dst_region = 2;
+		if (copy_arg(fd, &c) != -1 || errno != EPERM)
+			_exit(18);
 		_exit(0);
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	chmod(DEV_PATH, st.st_mode & 07777);
 	ASSERT_TRUE(WIFEXITED(status));
 	EXPECT_EQ(0, WEXITSTATUS(status))
-		TH_LOG("step %d (10 setuid, 11 open, 12 INFO, 13-16 not EPERM)",
+		TH_LOG("step %d (10 setuid, 11 open, 12 INFO, 13-18 not EPERM)",
 		       WEXITSTATUS(status));
 	/* The channel is still there for a privileged opener. */
 	fd = open_dev();
@@ -1379,6 +1409,597 @@ TEST(copies_during_unbind)
 	ASSERT_EQ(0, drv_write(drv, "bind", pci)) TH_LOG("bind %s again: %s", pci, strerror(errno));
 	munmap(s, len);
 	munmap(d, 8 * len);
+}
+
+/*
+ * Registered regions (PLX_DMA_IOC_REGISTER): ranges pinned and mapped once,
+ * which copies with PLX_DMA_COPY_REGISTERED address by id and offset.
+ */
+
+#define RD PLX_DMA_REGION_READ
+#define WR PLX_DMA_REGION_WRITE
+
+/* Registers [p, p + len) with @access: the id, or -1 with errno. */
+static long reg(int fd, const void *p, size_t len, unsigned int access)
+{
+	struct plx_dma_region r = {
+		.size = sizeof(r), .access = access, .addr = (uintptr_t)p, .len = len,
+	};
+	long ret = ioctl(fd, PLX_DMA_IOC_REGISTER, &r);
+
+	if (ret > 0 && r.id != ret) {
+		errno = EPROTO;
+		return -1;
+	}
+	return ret;
+}
+
+static int dereg(int fd, unsigned int id)
+{
+	struct plx_dma_deregister d = { .size = sizeof(d), .id = id };
+
+	return ioctl(fd, PLX_DMA_IOC_DEREGISTER, &d);
+}
+
+static struct plx_dma_copy rdesc(unsigned int sid, uint64_t soff,
+				 unsigned int did, uint64_t doff, uint64_t len)
+{
+	return (struct plx_dma_copy){
+		.size = sizeof(struct plx_dma_copy),
+		.flags = PLX_DMA_COPY_REGISTERED,
+		.src_region = sid, .src = soff,
+		.dst_region = did, .dst = doff,
+		.len = len,
+	};
+}
+
+/* One registered COPY: its return value, errno on -1. */
+static long rcopy(int fd, unsigned int sid, uint64_t soff, unsigned int did,
+		  uint64_t doff, uint64_t len)
+{
+	struct plx_dma_copy c = rdesc(sid, soff, did, doff, len);
+
+	return copy_arg(fd, &c);
+}
+
+static void expect_regions(struct __test_metadata *_metadata, int fd,
+			   unsigned int regions, uint64_t pages)
+{
+	struct plx_dma_info i;
+
+	ASSERT_EQ(0, info(fd, &i));
+	EXPECT_EQ(regions, i.regions);
+	EXPECT_EQ(pages, i.region_pages);
+	EXPECT_LE(1, i.max_regions);
+}
+
+/* COPY and SUBMIT/REAP through two regions, at offsets, verified. */
+TEST_F(dev, registered_copy_and_submit)
+{
+	const size_t slen = 1 * MiB, dlen = 2 * MiB;
+	unsigned char *s = map_pages(slen), *d = map_pages(dlen);
+	struct plx_dma_copy c[16];
+	struct plx_dma_completion done[16];
+	long vm0 = vm_pin_pages(), sid, did, bad;
+	struct plx_dma_info i;
+	unsigned int got = 0;
+
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	ASSERT_LE(0, vm0);
+	fill(s, slen, 77);
+	memset(d, 0x5a, dlen);
+	sid = reg(self->fd, s, slen, RD);
+	ASSERT_LT(0, sid) TH_LOG("register source: %s", strerror(errno));
+	did = reg(self->fd, d, dlen, WR);
+	ASSERT_LT(0, did) TH_LOG("register destination: %s", strerror(errno));
+	EXPECT_NE(sid, did);
+	expect_regions(_metadata, self->fd, 2, (slen + dlen) / PAGE);
+	EXPECT_EQ((slen + dlen) / PAGE, pinned_pages(self->fd));
+	EXPECT_EQ(vm0 + (long)((slen + dlen) / PAGE), vm_pin_pages());
+
+	/* The whole source, then an odd range at odd offsets. */
+	EXPECT_EQ((long)slen, rcopy(self->fd, sid, 0, did, 0, slen))
+		TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(0, memcmp(s, d, slen));
+	EXPECT_EQ(12345, rcopy(self->fd, sid, 17, did, slen + 4099, 12345))
+		TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(0, memcmp(s + 17, d + slen + 4099, 12345));
+	bad = first_not(d + slen, 4099, 0x5a);
+	EXPECT_EQ(-1, bad) TH_LOG("byte %ld before the destination written", bad);
+	bad = first_not(d + slen + 4099 + 12345, dlen - slen - 4099 - 12345, 0x5a);
+	EXPECT_EQ(-1, bad) TH_LOG("byte %ld after the destination written", bad);
+	/* Nothing more was pinned for them. */
+	EXPECT_EQ(vm0 + (long)((slen + dlen) / PAGE), vm_pin_pages());
+
+	/* A batch: 16 copies of 64 KiB from different source offsets. */
+	memset(d, 0, dlen);
+	for (unsigned int k = 0; k < 16; k++) {
+		c[k] = rdesc(sid, k * 4096 + k, did, k * 65536 * 2, 65536);
+		c[k].user_data = k;
+	}
+	ASSERT_EQ(16, submit(self->fd, c, 16)) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ((slen + dlen) / PAGE, pinned_pages(self->fd));
+	while (got < 16) {
+		long r = reap(self->fd, done, 1, 16, 10000);
+
+		ASSERT_LT(0, r) TH_LOG("reap: %s", strerror(errno));
+		for (long k = 0; k < r; k++) {
+			uint64_t u = done[k].user_data;
+
+			ASSERT_GT(16, u);
+			EXPECT_EQ(65536, done[k].result);
+			EXPECT_EQ(0, memcmp(s + u * 4096 + u, d + u * 65536 * 2, 65536))
+				TH_LOG("copy %llu", (unsigned long long)u);
+		}
+		got += r;
+	}
+	ASSERT_EQ(0, info(self->fd, &i));
+	EXPECT_EQ(18, i.copies);
+	EXPECT_EQ(0, i.failed);
+	EXPECT_EQ(0, i.in_flight);
+
+	EXPECT_EQ(0, dereg(self->fd, sid));
+	EXPECT_EQ(0, dereg(self->fd, did));
+	expect_regions(_metadata, self->fd, 0, 0);
+	expect_idle(_metadata, self->fd);
+	EXPECT_EQ(vm0, vm_pin_pages());
+	munmap(s, slen);
+	munmap(d, dlen);
+}
+
+/* Expects a registered COPY and a one-entry SUBMIT of @c to fail with @err,
+ * and nothing to change: no copy in flight, the pins those of the regions. */
+static void expect_refused(struct __test_metadata *_metadata, int fd,
+			   struct plx_dma_copy *c, int err, uint64_t pages,
+			   const char *what)
+{
+	errno = 0;
+	EXPECT_EQ(-1, copy_arg(fd, c)) TH_LOG("COPY %s accepted", what);
+	EXPECT_EQ(err, errno) TH_LOG("COPY %s: errno %d (%s), want %d", what,
+				     errno, strerror(errno), err);
+	errno = 0;
+	EXPECT_EQ(-1, submit(fd, c, 1)) TH_LOG("SUBMIT %s accepted", what);
+	EXPECT_EQ(err, errno) TH_LOG("SUBMIT %s: errno %d (%s), want %d", what,
+				     errno, strerror(errno), err);
+	EXPECT_EQ(pages, pinned_pages(fd)) TH_LOG("after %s", what);
+}
+
+/* Bounds, overflow, unknown ids, access and struct size: clear errnos,
+ * nothing queued, and good copies work after each. */
+TEST_F(dev, registered_errors)
+{
+	unsigned char *s = map_pages(4 * PAGE), *d = map_pages(4 * PAGE);
+	unsigned char *ro = map_pages(PAGE), *gone = map_pages(PAGE);
+	const uint64_t pages = 8;
+	struct plx_dma_region r;
+	struct plx_dma_deregister dr;
+	struct plx_dma_copy c, two[2];
+	struct plx_dma_completion done[1];
+	long sid, did, rw, roid;
+
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	ASSERT_NE(NULL, ro);
+	ASSERT_NE(NULL, gone);
+	ASSERT_EQ(0, munmap(gone, PAGE));
+	fill(s, 4 * PAGE, 3);
+	fill(ro, PAGE, 13);
+	ASSERT_EQ(0, mprotect(ro, PAGE, PROT_READ));
+
+	/* REGISTER's own errors. */
+	EXPECT_EQ(-1, reg(self->fd, s, PAGE, 0));
+	EXPECT_EQ(EINVAL, errno) TH_LOG("no access bit");
+	EXPECT_EQ(-1, reg(self->fd, s, PAGE, 4));
+	EXPECT_EQ(EINVAL, errno) TH_LOG("unknown access bit");
+	EXPECT_EQ(-1, reg(self->fd, s, 0, RD));
+	EXPECT_EQ(EINVAL, errno) TH_LOG("zero length");
+	EXPECT_EQ(-1, reg(self->fd, gone, PAGE, RD));
+	EXPECT_EQ(EFAULT, errno) TH_LOG("unmapped range");
+	EXPECT_EQ(-1, reg(self->fd, NULL, PAGE, RD));
+	EXPECT_EQ(EFAULT, errno) TH_LOG("NULL");
+	EXPECT_EQ(-1, reg(self->fd, (void *)(uintptr_t)-PAGE, 2 * PAGE, RD));
+	EXPECT_EQ(EFAULT, errno) TH_LOG("range wrapping past 2^64");
+	EXPECT_EQ(-1, reg(self->fd, ro, PAGE, WR));
+	EXPECT_EQ(EFAULT, errno) TH_LOG("read-only memory registered writable");
+	EXPECT_EQ(-1, reg(self->fd, s, (self->info.max_pinned_pages + 2) * PAGE, RD));
+	EXPECT_EQ(E2BIG, errno) TH_LOG("larger than the file's share of the pin bound");
+	r = (struct plx_dma_region){ .size = sizeof(r), .access = RD,
+				     .addr = (uintptr_t)s, .len = PAGE, .__reserved = 1 };
+	EXPECT_EQ(-1, ioctl(self->fd, PLX_DMA_IOC_REGISTER, &r));
+	EXPECT_EQ(EINVAL, errno) TH_LOG("reserved field set");
+	r.__reserved = 0, r.size = 8;
+	EXPECT_EQ(-1, ioctl(self->fd, PLX_DMA_IOC_REGISTER, &r));
+	EXPECT_EQ(EINVAL, errno) TH_LOG("struct size too small");
+	EXPECT_EQ(0, pinned_pages(self->fd));
+	expect_regions(_metadata, self->fd, 0, 0);
+
+	sid = reg(self->fd, s, 4 * PAGE, RD);
+	ASSERT_LT(0, sid) TH_LOG("%s", strerror(errno));
+	did = reg(self->fd, d, 4 * PAGE, WR);
+	ASSERT_LT(0, did) TH_LOG("%s", strerror(errno));
+
+	c = rdesc(sid, 0, did, 0, 4 * PAGE + 1);
+	expect_refused(_metadata, self->fd, &c, EINVAL, pages, "length beyond the regions");
+	c = rdesc(sid, 1, did, 0, 4 * PAGE);
+	expect_refused(_metadata, self->fd, &c, EINVAL, pages, "source running off its region");
+	c = rdesc(sid, 0, did, 3 * PAGE + 1, PAGE);
+	expect_refused(_metadata, self->fd, &c, EINVAL, pages, "destination running off its region");
+	c = rdesc(sid, 4 * PAGE, did, 0, 1);
+	expect_refused(_metadata, self->fd, &c, EINVAL, pages, "source offset at the end");
+	c = rdesc(sid, UINT64_MAX, did, 0, 2);
+	expect_refused(_metadata, self->fd, &c, EINVAL, pages, "source offset + length overflowing");
+	c = rdesc(sid, 0, did, UINT64_MAX - 1, 4);
+	expect_refused(_metadata, self->fd, &c, EINVAL, pages, "destination offset + length overflowing");
+	c = rdesc(sid, 0, did, 0, 0);
+	expect_refused(_metadata, self->fd, &c, EINVAL, pages, "zero length");
+	c = rdesc(sid, 0, did, 0, self->info.max_len + 1);
+	expect_refused(_metadata, self->fd, &c, E2BIG, pages, "length over max_len");
+	c = rdesc(sid + did + 7, 0, did, 0, 100);
+	expect_refused(_metadata, self->fd, &c, ENOENT, pages, "unknown source id");
+	c = rdesc(sid, 0, 0, 0, 100);
+	expect_refused(_metadata, self->fd, &c, ENOENT, pages, "destination id 0");
+	c = rdesc(sid, 0, 100000, 0, 100);
+	expect_refused(_metadata, self->fd, &c, ENOENT, pages, "destination id out of range");
+	c = rdesc(sid, 0, sid, 2 * PAGE, 100);
+	expect_refused(_metadata, self->fd, &c, EACCES, pages, "destination registered read-only");
+	c = rdesc(did, 0, did, 2 * PAGE, 100);
+	expect_refused(_metadata, self->fd, &c, EACCES, pages, "source registered write-only");
+	/* (SUBMIT takes the entries' size from copy_size: see
+	 * version1_copy_structures.) */
+	c = rdesc(sid, 0, did, 0, 100);
+	c.size = PLX_DMA_COPY_SIZE_VER1;
+	EXPECT_EQ(-1, copy_arg(self->fd, &c));
+	EXPECT_EQ(EINVAL, errno) TH_LOG("flag in a version 1 structure");
+	c = rdesc(sid, 0, did, 0, 100), c.__reserved = 1;
+	expect_refused(_metadata, self->fd, &c, EINVAL, pages, "reserved field set");
+	c = rdesc(sid, 0, did, 0, 100), c.flags |= 2;
+	expect_refused(_metadata, self->fd, &c, EINVAL, pages, "unknown flag");
+	EXPECT_EQ(-1, first_not(d, 4 * PAGE, 0)) TH_LOG("refused copies wrote");
+
+	/* A region both readable and writable, copied within itself. */
+	rw = reg(self->fd, d, 4 * PAGE, RD | WR);
+	ASSERT_LT(0, rw) TH_LOG("%s", strerror(errno));
+	c = rdesc(rw, 0, rw, 100, 200);
+	expect_refused(_metadata, self->fd, &c, EINVAL, pages + 4, "overlapping ranges in one region");
+	/* The same pages registered twice overlap as well. */
+	c = rdesc(rw, 0, did, 100, 200);
+	expect_refused(_metadata, self->fd, &c, EINVAL, pages + 4, "overlapping ranges in two regions");
+	EXPECT_EQ(2 * PAGE, rcopy(self->fd, sid, PAGE, did, 0, 2 * PAGE));
+	EXPECT_EQ(2 * PAGE, rcopy(self->fd, rw, 0, rw, 2 * PAGE, 2 * PAGE));
+	EXPECT_EQ(0, memcmp(s + PAGE, d + 2 * PAGE, 2 * PAGE));
+	EXPECT_EQ(0, dereg(self->fd, rw));
+
+	/* Read-only memory registered as a source. */
+	roid = reg(self->fd, ro, PAGE, RD);
+	ASSERT_LT(0, roid) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(PAGE, rcopy(self->fd, roid, 0, did, 0, PAGE));
+	EXPECT_EQ(0, memcmp(ro, d, PAGE));
+	c = rdesc(sid, 0, roid, 0, 100);
+	expect_refused(_metadata, self->fd, &c, EACCES, pages + 1, "read-only region as destination");
+	EXPECT_EQ(0, dereg(self->fd, roid));
+
+	/* In a batch, the first bad copy ends it. */
+	two[0] = rdesc(sid, 0, did, 0, 100);
+	two[1] = rdesc(sid, 0, 9999, 0, 100);
+	EXPECT_EQ(1, submit(self->fd, two, 2));
+	EXPECT_EQ(-1, submit(self->fd, &two[1], 1));
+	EXPECT_EQ(ENOENT, errno);
+	ASSERT_EQ(1, reap(self->fd, done, 1, 1, 10000));
+	EXPECT_EQ(100, done[0].result);
+
+	/* DEREGISTER's errors. */
+	EXPECT_EQ(-1, dereg(self->fd, 0));
+	EXPECT_EQ(ENOENT, errno);
+	EXPECT_EQ(-1, dereg(self->fd, 9999));
+	EXPECT_EQ(ENOENT, errno);
+	dr = (struct plx_dma_deregister){ .size = sizeof(dr), .id = sid, .flags = 1 };
+	EXPECT_EQ(-1, ioctl(self->fd, PLX_DMA_IOC_DEREGISTER, &dr));
+	EXPECT_EQ(EINVAL, errno);
+	expect_regions(_metadata, self->fd, 2, pages);
+	EXPECT_EQ(0, dereg(self->fd, sid));
+	EXPECT_EQ(-1, dereg(self->fd, sid));
+	EXPECT_EQ(ENOENT, errno) TH_LOG("deregistered twice");
+	c = rdesc(sid, 0, did, 0, 100);
+	expect_refused(_metadata, self->fd, &c, ENOENT, 4, "deregistered source");
+	EXPECT_EQ(0, dereg(self->fd, did));
+	expect_idle(_metadata, self->fd);
+	munmap(s, 4 * PAGE);
+	munmap(d, 4 * PAGE);
+	munmap(ro, PAGE);
+}
+
+/* Version 1 callers: a 48-byte structure without the flag copies as ever,
+ * alone and in a SUBMIT array of 48-byte entries. */
+TEST_F(dev, version1_copy_structures)
+{
+	unsigned char s[3 * 100], d[3 * 100];
+	unsigned char arr[3 * PLX_DMA_COPY_SIZE_VER1];
+	struct plx_dma_submit sub = {
+		.size = sizeof(sub), .count = 3, .copies = (uintptr_t)arr,
+		.copy_size = PLX_DMA_COPY_SIZE_VER1,
+	};
+	struct plx_dma_completion done[3];
+	struct plx_dma_copy c;
+
+	fill(s, sizeof(s), 8);
+	memset(d, 0, sizeof(d));
+	c = (struct plx_dma_copy){ .size = PLX_DMA_COPY_SIZE_VER1, .src = (uintptr_t)s,
+				   .dst = (uintptr_t)d, .len = 100 };
+	EXPECT_EQ(100, copy_arg(self->fd, &c)) TH_LOG("%s", strerror(errno));
+	for (int k = 0; k < 3; k++) {
+		c.src = (uintptr_t)(s + 100 * k), c.dst = (uintptr_t)(d + 100 * k);
+		c.user_data = k;
+		memcpy(arr + k * PLX_DMA_COPY_SIZE_VER1, &c, PLX_DMA_COPY_SIZE_VER1);
+	}
+	ASSERT_EQ(3, ioctl(self->fd, PLX_DMA_IOC_SUBMIT, &sub)) TH_LOG("%s", strerror(errno));
+	ASSERT_EQ(3, reap(self->fd, done, 3, 3, 10000));
+	for (int k = 0; k < 3; k++)
+		EXPECT_EQ(100, done[k].result);
+	EXPECT_EQ(0, memcmp(s, d, sizeof(s)));
+	/* The flag in 48-byte entries: there are no region ids to read. */
+	((struct plx_dma_copy *)arr)->flags = PLX_DMA_COPY_REGISTERED;
+	EXPECT_EQ(-1, ioctl(self->fd, PLX_DMA_IOC_SUBMIT, &sub));
+	EXPECT_EQ(EINVAL, errno);
+	expect_idle(_metadata, self->fd);
+}
+
+/* Ids run out at max_regions (ENOSPC); a deregistered one is free again. */
+TEST_F(dev, region_table_full)
+{
+	unsigned char *p = map_pages(PAGE);
+	struct plx_dma_info i;
+	unsigned int n;
+	long id = 0;
+
+	ASSERT_NE(NULL, p);
+	ASSERT_EQ(0, info(self->fd, &i));
+	for (n = 0; n < i.max_regions; n++) {
+		id = reg(self->fd, p, PAGE, RD);
+		ASSERT_LT(0, id) TH_LOG("region %u: %s", n, strerror(errno));
+		ASSERT_GE(i.max_regions, id);
+	}
+	EXPECT_EQ(-1, reg(self->fd, p, PAGE, RD));
+	EXPECT_EQ(ENOSPC, errno) TH_LOG("%s", strerror(errno));
+	expect_regions(_metadata, self->fd, i.max_regions, i.max_regions);
+	EXPECT_EQ(0, dereg(self->fd, id));
+	EXPECT_EQ(id, reg(self->fd, p, PAGE, RD)) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(i.max_regions, pinned_pages(self->fd));
+	munmap(p, PAGE);
+}
+
+/*
+ * Registrations are charged to RLIMIT_MEMLOCK through the same path as
+ * copies: one beyond the limit gets ENOMEM and pins nothing, and copies
+ * between registered regions pin nothing more, so they work at the limit.
+ */
+TEST_F(dev, registered_memlock_limit_is_enforced)
+{
+	const size_t limit_pages = 16;
+	struct rlimit rl = { limit_pages * PAGE, limit_pages * PAGE };
+	unsigned char *s = map_pages(8 * PAGE), *d = map_pages(9 * PAGE);
+	long sid, did;
+
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	ASSERT_EQ(0, setrlimit(RLIMIT_MEMLOCK, &rl));
+	ASSERT_EQ(0, drop_ipc_lock()) TH_LOG("capset: %s", strerror(errno));
+	ASSERT_EQ(0, vm_pin_pages());
+	fill(s, 8 * PAGE, 21);
+	sid = reg(self->fd, s, 8 * PAGE, RD);
+	ASSERT_LT(0, sid) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(8, vm_pin_pages());
+	EXPECT_EQ(-1, reg(self->fd, d, 9 * PAGE, WR));
+	EXPECT_EQ(ENOMEM, errno) TH_LOG("beyond the limit: %s", strerror(errno));
+	EXPECT_EQ(8, vm_pin_pages());
+	EXPECT_EQ(8, pinned_pages(self->fd));
+	did = reg(self->fd, d, 8 * PAGE, WR);
+	ASSERT_LT(0, did) TH_LOG("up to the limit: %s", strerror(errno));
+	EXPECT_EQ(16, vm_pin_pages());
+	/* At the limit: an unregistered copy cannot pin, a registered one
+	 * needs nothing. */
+	EXPECT_EQ(-1, copy(self->fd, s, d, PAGE, 0));
+	EXPECT_EQ(ENOMEM, errno);
+	EXPECT_EQ(8 * PAGE, rcopy(self->fd, sid, 0, did, 0, 8 * PAGE)) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(0, memcmp(s, d, 8 * PAGE));
+	EXPECT_EQ(16, vm_pin_pages());
+	EXPECT_EQ(0, dereg(self->fd, did));
+	EXPECT_EQ(8, vm_pin_pages());
+	EXPECT_EQ(0, dereg(self->fd, sid));
+	EXPECT_EQ(0, vm_pin_pages());
+	expect_idle(_metadata, self->fd);
+	munmap(s, 8 * PAGE);
+	munmap(d, 9 * PAGE);
+}
+
+/* Reaps @n completions of copies of @len from @s into @d + user_data * len:
+ * each ends copied (and the bytes match) or with an error, never with
+ * wrong bytes reported as copied. Returns how many were copied. */
+static unsigned int reap_checked(struct __test_metadata *_metadata, int fd,
+				 unsigned int n, const unsigned char *s,
+				 const unsigned char *d, size_t len)
+{
+	struct plx_dma_completion done[64];
+	unsigned int got = 0, ok = 0;
+
+	while (got < n) {
+		long r = reap(fd, done, 1, 64, 30000);
+
+		if (r <= 0) {
+			EXPECT_LT(0, r) TH_LOG("reap: %s", strerror(errno));
+			break;
+		}
+		for (long k = 0; k < r; k++) {
+			if (done[k].result == (int64_t)len) {
+				ok++;
+				EXPECT_EQ(0, memcmp(s, d + done[k].user_data * len, len))
+					TH_LOG("copy %llu reported copied, bytes differ",
+					       (unsigned long long)done[k].user_data);
+			} else {
+				EXPECT_GT(0, done[k].result);
+			}
+		}
+		got += r;
+	}
+	return ok;
+}
+
+/*
+ * Deregistering regions that copies in flight use: the ids go at once
+ * (ENOENT), the pages stay pinned and mapped until the last copy ends,
+ * every copy completes with the right bytes, and then the pages come back.
+ */
+TEST_F(dev, deregister_with_copies_in_flight)
+{
+	const size_t len = 1 * MiB, n = 16;
+	unsigned char *s = map_pages(len), *d = map_pages(n * len);
+	struct plx_dma_copy c[16];
+	long vm0 = vm_pin_pages(), sid, did;
+	unsigned int ok;
+
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	fill(s, len, 99);
+	sid = reg(self->fd, s, len, RD);
+	ASSERT_LT(0, sid) TH_LOG("%s", strerror(errno));
+	did = reg(self->fd, d, n * len, WR);
+	ASSERT_LT(0, did) TH_LOG("%s", strerror(errno));
+	for (unsigned int k = 0; k < n; k++) {
+		c[k] = rdesc(sid, 0, did, k * len, len);
+		c[k].user_data = k;
+	}
+	ASSERT_EQ((long)n, submit(self->fd, c, n)) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(0, dereg(self->fd, sid));
+	EXPECT_EQ(0, dereg(self->fd, did));
+	expect_regions(_metadata, self->fd, 0, 0);
+	EXPECT_EQ(-1, rcopy(self->fd, sid, 0, did, 0, 100));
+	EXPECT_EQ(ENOENT, errno);
+	ok = reap_checked(_metadata, self->fd, n, s, d, len);
+	EXPECT_EQ(n, ok);
+	expect_idle(_metadata, self->fd);
+	EXPECT_EQ(vm0, vm_pin_pages());
+	munmap(s, len);
+	munmap(d, n * len);
+}
+
+/* The same on an engine that holds each descriptor for seconds, so the
+ * copy is surely in flight while its regions are deregistered. */
+TEST(deregister_while_engine_stalls)
+{
+	unsigned char *s = map_pages(PAGE), *d = map_pages(PAGE);
+	struct plx_dma_copy c;
+	struct plx_dma_info i;
+	long vm0 = vm_pin_pages(), sid, did;
+	int fd = open_special(_metadata, "PLX_DMA_STALL_CHAN");
+
+	if (fd == -2)
+		SKIP(return, "PLX_DMA_STALL_CHAN not set");
+	ASSERT_LE(0, fd);
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	fill(s, PAGE, 7);
+	sid = reg(fd, s, PAGE, RD);
+	ASSERT_LT(0, sid) TH_LOG("%s", strerror(errno));
+	did = reg(fd, d, PAGE, WR);
+	ASSERT_LT(0, did) TH_LOG("%s", strerror(errno));
+	c = rdesc(sid, 0, did, 0, PAGE);
+	ASSERT_EQ(1, submit(fd, &c, 1)) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(0, dereg(fd, sid));
+	EXPECT_EQ(0, dereg(fd, did));
+	/* The ids are gone, the pages are not: the engine holds the copy. */
+	ASSERT_EQ(0, info(fd, &i));
+	EXPECT_EQ(1, i.in_flight);
+	EXPECT_EQ(0, i.regions);
+	EXPECT_EQ(2, i.pinned_pages);
+	EXPECT_EQ(vm0 + 2, vm_pin_pages());
+	EXPECT_EQ(1, reap_checked(_metadata, fd, 1, s, d, PAGE));
+	expect_idle(_metadata, fd);
+	EXPECT_EQ(vm0, vm_pin_pages());
+	close(fd);
+	munmap(s, PAGE);
+	munmap(d, PAGE);
+}
+
+/* Closing a file with regions, some used by copies in flight, gives every
+ * page back. */
+TEST_F(dev, close_with_registered_regions)
+{
+	const size_t len = 256 * 1024;
+	unsigned char *s = map_pages(len), *d = map_pages(8 * len);
+	struct plx_dma_copy c[8];
+	long vm0 = vm_pin_pages(), sid, did;
+
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	fill(s, len, 4);
+	sid = reg(self->fd, s, len, RD);
+	ASSERT_LT(0, sid);
+	did = reg(self->fd, d, 8 * len, WR);
+	ASSERT_LT(0, did);
+	ASSERT_LT(0, reg(self->fd, d, len, RD | WR));
+	for (unsigned int k = 0; k < 8; k++)
+		c[k] = rdesc(sid, 0, did, k * len, len);
+	ASSERT_EQ(8, submit(self->fd, c, 8)) TH_LOG("%s", strerror(errno));
+	EXPECT_LT(vm0, vm_pin_pages());
+	EXPECT_EQ(0, close(self->fd));
+	self->fd = -1;
+	EXPECT_EQ(vm0, vm_pin_pages());
+	munmap(s, len);
+	munmap(d, 8 * len);
+}
+
+/* Unbinding the channel's device unmaps and unpins every region, the one
+ * copies in flight use as well; the ids go, and registered copies then
+ * fail with ENODEV. */
+TEST(unbind_with_registered_regions)
+{
+	const char *chan = getenv("PLX_DMA_UNBIND_CHAN");
+	char drv[256], pci[64];
+	const size_t len = 4 * MiB;
+	unsigned char *s, *d;
+	struct plx_dma_copy c[4];
+	struct plx_dma_info i;
+	long vm0 = vm_pin_pages(), sid, did;
+	unsigned int ok;
+	int fd;
+
+	if (!chan)
+		SKIP(return, "PLX_DMA_UNBIND_CHAN not set");
+	ASSERT_EQ(0, chan_function(chan, pci, sizeof(pci), drv, sizeof(drv)))
+		TH_LOG("%s: %s", chan, strerror(errno));
+	fd = open_special(_metadata, "PLX_DMA_UNBIND_CHAN");
+	ASSERT_LE(0, fd);
+	s = map_pages(len);
+	d = map_pages(4 * len);
+	ASSERT_NE(NULL, s);
+	ASSERT_NE(NULL, d);
+	fill(s, len, 6);
+	sid = reg(fd, s, len, RD);
+	ASSERT_LT(0, sid) TH_LOG("%s", strerror(errno));
+	did = reg(fd, d, 4 * len, WR);
+	ASSERT_LT(0, did) TH_LOG("%s", strerror(errno));
+	for (unsigned int k = 0; k < 4; k++) {
+		c[k] = rdesc(sid, 0, did, k * len, len);
+		c[k].user_data = k;
+	}
+	ASSERT_EQ(4, submit(fd, c, 4)) TH_LOG("%s", strerror(errno));
+	ASSERT_EQ(0, drv_write(drv, "unbind", pci)) TH_LOG("unbind %s: %s", pci, strerror(errno));
+	ASSERT_EQ(0, info(fd, &i));
+	EXPECT_EQ(0, i.regions);
+	EXPECT_EQ(0, i.pinned_pages);
+	EXPECT_EQ(vm0, vm_pin_pages());
+	ok = reap_checked(_metadata, fd, 4, s, d, len);
+	TH_LOG("4 queued: %u copied before the unbind", ok);
+	EXPECT_EQ(-1, rcopy(fd, sid, 0, did, 0, 100));
+	EXPECT_EQ(ENODEV, errno) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(-1, reg(fd, s, PAGE, RD));
+	EXPECT_EQ(ENODEV, errno) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(-1, dereg(fd, sid));
+	EXPECT_EQ(ENOENT, errno);
+	close(fd);
+	ASSERT_EQ(0, drv_write(drv, "bind", pci)) TH_LOG("bind %s again: %s", pci, strerror(errno));
+	munmap(s, len);
+	munmap(d, 4 * len);
 }
 
 /* Without the device, the whole program is skipped (exit status 4). */
