@@ -205,7 +205,8 @@ impl RingState {
 /// A completed descriptor whose client callback has not run yet.
 struct Ended {
     desc: IdleDesc,
-    callback: Callback,
+    /// Taken when it runs.
+    callback: Option<Callback>,
 }
 
 /// Completion bookkeeping, under `PlxChannel::completions`.
@@ -524,7 +525,10 @@ impl PlxChannel {
                     continue;
                 };
                 // Cannot fail: one entry per descriptor at most.
-                if let Err(e) = comp.queue.push_within_capacity(Ended { desc, callback }) {
+                if let Err(e) = comp.queue.push_within_capacity(Ended {
+                    desc,
+                    callback: Some(callback),
+                }) {
                     self.state.lock().recycle(e.0.desc);
                 }
             }
@@ -546,10 +550,15 @@ impl PlxChannel {
             let mut batch = core::mem::take(&mut comp.spare);
             core::mem::swap(&mut comp.queue, &mut batch);
             drop(comp);
-            for ended in batch.drain_all() {
-                ended.callback.invoke();
-                self.state.lock().recycle(ended.desc);
+            for callback in batch.iter_mut().filter_map(|e| e.callback.take()) {
+                callback.invoke();
             }
+            // One lock round trip for the whole batch.
+            let mut st = self.state.lock();
+            for ended in batch.drain_all() {
+                st.recycle(ended.desc);
+            }
+            drop(st);
             comp = self.completions.lock();
             comp.spare = batch;
         }

@@ -68,8 +68,8 @@ module! {
             description: "1: reap completions in the IRQ thread; 0: in softirq context, no context switch",
         },
         irq_coalesce: u32 {
-            default: 1,
-            description: "1: one completion interrupt per issued batch; 0: one per descriptor prepared with DMA_PREP_INTERRUPT",
+            default: 32,
+            description: "Descriptors per completion interrupt at most, and one on each issued batch's last (1..65536; 1: one per descriptor prepared with DMA_PREP_INTERRUPT)",
         },
         poll_us: u32 {
             default: 0,
@@ -144,8 +144,12 @@ const POLL_MAX_US: u32 = 100_000;
 fn channel_config() -> Result<ChannelConfig> {
     let watchdog = watchdog_ms()?;
     let coalesce = module_parameters::irq_coalesce.value();
-    if coalesce > 1 {
-        pr_err!("irq_coalesce={} is invalid: use 0 or 1\n", coalesce);
+    if !(1..=RING_MAX).contains(&coalesce) {
+        pr_err!(
+            "irq_coalesce={} is invalid: use 1 to {}\n",
+            coalesce,
+            RING_MAX
+        );
         return Err(EINVAL);
     }
     let thread = module_parameters::irq_thread.value();
@@ -164,7 +168,7 @@ fn channel_config() -> Result<ChannelConfig> {
         return Err(EINVAL);
     }
     Ok(ChannelConfig {
-        coalesce: coalesce == 1,
+        coalesce,
         poll: (us != 0).then(|| Delta::from_micros(i64::from(us))),
         watchdog: (watchdog != 0).then(|| Delta::from_millis(i64::from(watchdog))),
         reap_in_thread: thread == 1,

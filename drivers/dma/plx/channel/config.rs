@@ -12,11 +12,14 @@ const IDLE_POLL: Delta = Delta::from_millis(1);
 /// parameters `irq_coalesce`, `poll_us` and `watchdog_ms`).
 #[derive(Clone, Copy)]
 pub(crate) struct ChannelConfig {
-    /// Ask for one completion interrupt per issued batch, on its last
-    /// descriptor, instead of one per descriptor prepared with
-    /// `DMA_PREP_INTERRUPT`. The ring completes in order, so the last
-    /// descriptor's interrupt finds every earlier write-back.
-    pub(crate) coalesce: bool,
+    /// Descriptors per completion interrupt, at most. With 1, every
+    /// descriptor prepared with `DMA_PREP_INTERRUPT` asks for one. With
+    /// `n > 1`, a batch in which any descriptor wants a callback asks for
+    /// one on every `n`-th descriptor and on its last: the ring completes
+    /// in order, so each interrupt finds every earlier write-back, and the
+    /// ones inside a long batch let its client refill the ring while the
+    /// engine still works on the rest.
+    pub(crate) coalesce: u32,
     /// Polled mode: no descriptor asks for a completion interrupt; the
     /// channel's ticker reaps write-backs this often while descriptors are
     /// in flight.
@@ -35,8 +38,8 @@ impl ChannelConfig {
     pub(crate) fn interrupt(&self, i: u32, n: u32, asked: bool, batch_asked: bool) -> bool {
         match (self.poll, self.coalesce) {
             (Some(_), _) => false,
-            (None, true) => batch_asked && i + 1 == n,
-            (None, false) => asked,
+            (None, 0 | 1) => asked,
+            (None, every) => batch_asked && (i + 1 == n || (i + 1) % every == 0),
         }
     }
 
