@@ -9,7 +9,7 @@
 # The build lives in $PLX_CACHE/kernels/<flavour>-<key>, where the key hashes
 # the source package version, the fragments and the toolchain, and
 # $PLX_CACHE/kernels/<flavour> points at the newest one.  Each flavour is
-# tinyconfig + bench.config (+ test.config for "test"), with clang/LLVM.
+# tinyconfig + common.config + bench.config or test.config, with clang/LLVM.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -18,8 +18,8 @@ exec 3>&1 1>&2
 
 flavour=${1:-test}
 case "$flavour" in
-test) frags="$REPO/scripts/kernel/bench.config $REPO/scripts/kernel/test.config" ;;
-bench) frags="$REPO/scripts/kernel/bench.config" ;;
+test) frags="$REPO/scripts/kernel/common.config $REPO/scripts/kernel/test.config" ;;
+bench) frags="$REPO/scripts/kernel/common.config $REPO/scripts/kernel/bench.config" ;;
 *) die "unknown kernel flavour '$flavour' (expected test or bench)" ;;
 esac
 

@@ -38,6 +38,24 @@ check "samples/rust client copies 1 MiB and verifies it" modprobe rust_dma_memcp
 rmmod rust_dma_memcpy 2>/dev/null
 check "samples/rust client refuses size=0" sh -c '! modprobe rust_dma_memcpy size=0'
 
+# Client styles (tools/testing/dma-callbacks/plx_style_client.c): polled
+# copies, odd sizes and offsets with guard bytes, a ring flooded before
+# issue_pending, terminate_sync with 512 copies in flight, and
+# request/copy/release churn.  One test point per case.
+style_mark="style-$$-$(date +%s)"
+echo "$style_mark" >/dev/kmsg
+modprobe plx_style_client channel=dma0chan0 churn="${STYLE_CHURN:-10}"
+style_rc=$?
+rmmod plx_style_client 2>/dev/null
+style_log=$(dmesg | sed -n "/$style_mark/,\$p" | sed -n 's/^\[[^]]*\] plx_style_client: //p')
+printf '%s\n' "$style_log" | sed 's/^/# /'
+for case in polled guard flood terminate churn; do
+	check "client style '$case' on rust_plx_dma" \
+		sh -c "printf '%s\n' \"\$1\" | grep -q '^ok [0-9]* $case\$'" _ "$style_log"
+done
+check "plx_style_client loaded (every case passed)" test "$style_rc" -eq 0
+check "plx_style_client refuses churn=0" sh -c '! modprobe plx_style_client churn=0'
+
 # terminate_all with copies in flight: stopping dmatest terminates its
 # channels while copies are queued.
 dmatest_stop() {

@@ -5,10 +5,11 @@
 
 # make check: 5,000 verified 16 KiB copies a channel and 100 of 1 MiB;
 # make soak: 250,000 a channel (1,000,000 in all) and 1,000 of 1 MiB, or
-# SOAK_COPIES and SOAK_BIG_COPIES.
+# SOAK_COPIES and SOAK_BIG_COPIES; plx_style_client churns its channel 10
+# times, 200 in soak (SOAK_CHURN).
 timeout=1800
 if [ -n "${PLX_SOAK:-}" ]; then
-	export GUEST_PARAMS="ITERS=${SOAK_COPIES:-250000} BIG_ITERS=${SOAK_BIG_COPIES:-1000}"
+	export GUEST_PARAMS="ITERS=${SOAK_COPIES:-250000} BIG_ITERS=${SOAK_BIG_COPIES:-1000} STYLE_CHURN=${SOAK_CHURN:-200}"
 	timeout=$((3600 + ${SOAK_COPIES:-250000} / 30))
 fi
 rc=0
