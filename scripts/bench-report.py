@@ -68,6 +68,8 @@ def parse_run(path, tap, rows):
                        iops=n / secs if secs else 0.0,
                        cpu_ms_per_gib=busy * 1000 / hz / (nbytes / GIB) if nbytes else NAN,
                        cpu_us_per_copy=busy * 1e6 / hz / n if n else NAN)
+        elif f[1] == "stalls":
+            row.update(kind="stalls", driver=f[2], count=int(f[4]))
         elif f[1] == "rdma":
             dev, tool, size, rep, value = f[2], f[3], int(f[4]), int(f[5]), float(f[6])
             row.update(kind="rdma", device=dev, tool=tool, size=size, rep=rep, value=value,
@@ -264,6 +266,10 @@ def report_profile(rows):
 
 
 def report_targets(rows, paths):
+    for r in select(rows, kind="stalls"):
+        if r["count"]:
+            print(f"\n{r['driver']} on the {r['path']} path: {r['count']} deep-queue run(s) gave up"
+                  " after a queue stall (no completion for 3 s); their figures are missing")
     print("\ntargets")
     p = "mapped" if "mapped" in paths else paths[0]
     e1 = med(r["dma_mb_per_s"] for r in select(rows, kind="memcpy", path=p, size=1 << 20))

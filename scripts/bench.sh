@@ -38,6 +38,17 @@ for path in mapped message; do
 		-a "$user/plx_dma_copy_bench:/usr/local/bin/plx_dma_copy_bench" "${extras[@]}" >&2 || rc=$?
 	[ "$rc" -eq 0 ] || die "the benchmark guest failed (status $rc); see build/results/bench-$path.console"
 	cp "$REPO/build/results/bench-$path.guest.tap" "$out/raw-$path.txt"
+	# The C plx_dma's deep-queue runs, in a boot that may not end well:
+	# its queue can stall for good on the emulated engine (each run gives
+	# up after 3 s without a completion, and the channel release after
+	# such a stall may never return). Whatever it measured counts; the
+	# stalls are reported.
+	EMU_ARGS=$args GUEST_PARAMS="BENCH_PATH=$path C_DEPTH_ONLY=1" \
+		run_emulated_guest "bench-$path-c" 2 900 "$REPO/scripts/bench.guest.sh" -k bench >&2 ||
+		log "the plx_dma deep-queue boot on the $path path ended with status $? (see build/results/bench-$path-c.console)"
+	cat "$REPO/build/results/bench-$path-c.guest.tap" >>"$out/raw-$path.txt"
+	stalls=$(grep -c 'no copy completed for' "$REPO/build/results/bench-$path-c.console" || true)
+	echo "BENCH stalls plx_dma $path $stalls" >>"$out/raw-$path.txt"
 	raws+=("$path=$out/raw-$path.txt")
 done
 # Profile boots: one workload each, one channel, so that the emulator's
