@@ -278,9 +278,10 @@ def report_targets(rows, paths):
     print(f"  engine/CPU at 1 MiB ({p}): one at a time {ratio(e1, c1):.2f},"
           f" depth 16 {ratio(d1, c1):.2f} (target >= 3)")
     for drv in ("plx_dma", "rust_plx_dma"):
-        x = crossover(rows, p, drv, 16)
-        print(f"  crossover ({p}, {drv}, depth 16): "
-              + (f"the engine beats a CPU copy from {x} B on" if x else "none measured"))
+        for q in (1, 16, 256):
+            x = crossover(rows, p, drv, q)
+            print(f"  crossover ({p}, {drv}, depth {q}): "
+                  + (f"the engine beats a CPU copy from {x} B on" if x else "none measured"))
     for s in (65536, 1 << 20):
         rust = depth_med(rows, p, "rust_plx_dma", "default", s, 16, 1, "mb_per_s")
         c = depth_med(rows, p, "plx_dma", "default", s, 16, 1, "mb_per_s")

@@ -62,7 +62,7 @@ for path in mapped message; do
 			run_emulated_guest "$name" 1 900 "$REPO/scripts/bench-profile.guest.sh" -k bench >&2 || rc=$?
 		[ "$rc" -eq 0 ] || die "the profile guest failed (status $rc); see build/results/$name.console"
 		{
-			grep '^PROFILE driver ' "$REPO/build/results/$name.guest.tap"
+			grep '^PROFILE driver ' "$REPO/build/results/$name.guest.tap" | sed 's/^PROFILE //'
 			grep '^plx-dma-emu stats ch0 ' "$REPO/build/results/$name.emu.log" | tail -n 1
 		} | sed "s/^/PROFILE $path $workload /" >>"$out/profile-raw.txt"
 	done
