@@ -22,6 +22,10 @@ rust_load() {
 }
 check "modprobe refuses ring_size=1000 (EINVAL, message, not loaded)" \
 	load_refused rust_plx_dma ring_size=1000 "rust_plx_dma: ring_size=1000 is invalid"
+for bad in "irq_coalesce=0" "irq_thread=2" "poll_us=5"; do
+	check "modprobe refuses $bad (EINVAL, message, not loaded)" \
+		load_refused rust_plx_dma "$bad" "rust_plx_dma: $bad is invalid"
+done
 check "modprobe rust_plx_dma" rust_load
 check "rust_plx_dma bound two functions" test "$(bound)" -eq 2
 check "two channels in /sys/class/dma" test "$(ls /sys/class/dma | wc -l)" -eq 2

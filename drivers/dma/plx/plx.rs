@@ -120,53 +120,74 @@ fn ring_size() -> Result<u32> {
 const WATCHDOG_MIN_MS: u32 = 20;
 const WATCHDOG_MAX_MS: u32 = 600_000;
 
-/// Validates the `watchdog_ms` module parameter.
-fn watchdog_ms() -> Result<u32> {
-    let ms = module_parameters::watchdog_ms.value();
-    if ms != 0 && !(WATCHDOG_MIN_MS..=WATCHDOG_MAX_MS).contains(&ms) {
-        pr_err!(
-            "watchdog_ms={} is invalid: use 0 (off) or {} to {}\n",
-            ms,
-            WATCHDOG_MIN_MS,
-            WATCHDOG_MAX_MS
-        );
-        return Err(EINVAL);
-    }
-    Ok(ms)
-}
-
 /// Polling periods the driver accepts (us), besides 0 (interrupts).
 const POLL_MIN_US: u32 = 10;
 const POLL_MAX_US: u32 = 100_000;
+
+/// Checks that module parameter `name`, of value `value`, lies in
+/// `range` or, when `zero` names what 0 means, is 0; otherwise logs what
+/// is accepted and fails the load.
+fn param_in(
+    name: &str,
+    value: u32,
+    range: core::ops::RangeInclusive<u32>,
+    zero: Option<&str>,
+) -> Result<u32> {
+    if range.contains(&value) || (value == 0 && zero.is_some()) {
+        return Ok(value);
+    }
+    match zero {
+        Some(z) => pr_err!(
+            "{}={} is invalid: use 0 ({}) or {} to {}\n",
+            name,
+            value,
+            z,
+            range.start(),
+            range.end()
+        ),
+        None => pr_err!(
+            "{}={} is invalid: use {} to {}\n",
+            name,
+            value,
+            range.start(),
+            range.end()
+        ),
+    }
+    Err(EINVAL)
+}
+
+/// Validates the `watchdog_ms` module parameter.
+fn watchdog_ms() -> Result<u32> {
+    param_in(
+        "watchdog_ms",
+        module_parameters::watchdog_ms.value(),
+        WATCHDOG_MIN_MS..=WATCHDOG_MAX_MS,
+        Some("off"),
+    )
+}
 
 /// Validates the completion parameters (`irq_thread`, `irq_coalesce`,
 /// `poll_us`, `watchdog_ms`) into a channel configuration.
 fn channel_config() -> Result<ChannelConfig> {
     let watchdog = watchdog_ms()?;
-    let coalesce = module_parameters::irq_coalesce.value();
-    if !(1..=RING_MAX).contains(&coalesce) {
-        pr_err!(
-            "irq_coalesce={} is invalid: use 1 to {}\n",
-            coalesce,
-            RING_MAX
-        );
-        return Err(EINVAL);
-    }
-    let thread = module_parameters::irq_thread.value();
-    if thread > 1 {
-        pr_err!("irq_thread={} is invalid: use 0 or 1\n", thread);
-        return Err(EINVAL);
-    }
-    let us = module_parameters::poll_us.value();
-    if us != 0 && !(POLL_MIN_US..=POLL_MAX_US).contains(&us) {
-        pr_err!(
-            "poll_us={} is invalid: use 0 (interrupts) or {} to {}\n",
-            us,
-            POLL_MIN_US,
-            POLL_MAX_US
-        );
-        return Err(EINVAL);
-    }
+    let coalesce = param_in(
+        "irq_coalesce",
+        module_parameters::irq_coalesce.value(),
+        1..=RING_MAX,
+        None,
+    )?;
+    let thread = param_in(
+        "irq_thread",
+        module_parameters::irq_thread.value(),
+        0..=1,
+        None,
+    )?;
+    let us = param_in(
+        "poll_us",
+        module_parameters::poll_us.value(),
+        POLL_MIN_US..=POLL_MAX_US,
+        Some("interrupts"),
+    )?;
     Ok(ChannelConfig {
         coalesce,
         poll: (us != 0).then(|| Delta::from_micros(i64::from(us))),
