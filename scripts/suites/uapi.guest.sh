@@ -26,6 +26,7 @@ done
 c_fn=$(pci_of 1) # later given to the C plx_dma
 export PLX_DMA_CHAN=dma0chan0 PLX_DMA_UNBIND_CHAN=dma1chan0
 export PLX_DMA_FAULT_CHAN=dma2chan0 PLX_DMA_STALL_CHAN=dma3chan0
+export PLX_DMA_BAD_CALLS=${BAD_CALLS:-5000}
 
 out=/tmp/plx_dma_copy_test.tap
 rc=0

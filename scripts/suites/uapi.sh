@@ -15,8 +15,14 @@ ok "the kselftests build (kselftest_harness.h, lib.mk, static)"
 # descriptor for STALL_MS (below the driver's 5 s watchdog).
 STALL_MS=3000
 EMU_ARGS="--fault 2:fail-read-all --fault 3:stall=$STALL_MS"
+# make soak: 100,000 random bad calls (SOAK_BAD_CALLS); make check: 5,000.
+timeout=1200
+if [ -n "${PLX_SOAK:-}" ]; then
+	export GUEST_PARAMS="BAD_CALLS=${SOAK_BAD_CALLS:-100000}"
+	timeout=3600
+fi
 rc=0
-run_emulated_guest uapi 4 1200 "$REPO/scripts/suites/uapi.guest.sh" \
+run_emulated_guest uapi 4 "$timeout" "$REPO/scripts/suites/uapi.guest.sh" \
 	-a "$selftests/plx_dma_copy_test:/usr/local/bin/plx_dma_copy_test" \
 	-a "$selftests/plx_dma_copy_bench:/usr/local/bin/plx_dma_copy_bench" || rc=$?
 guest_points uapi

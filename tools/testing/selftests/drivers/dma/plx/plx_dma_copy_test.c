@@ -1035,6 +1035,88 @@ TEST_F(dev, memlock_limit_is_enforced)
 	munmap(d, 8 * len);
 }
 
+/*
+ * Random bad calls: random command numbers, direction and size bits,
+ * argument sizes and contents, with every address-sized field pointing
+ * somewhere no copy may go (NULL, an unmapped or PROT_NONE page, a kernel
+ * address, the top of the address space).  None may crash or hang, and
+ * afterwards the file still copies and holds no pins.  PLX_DMA_BAD_CALLS
+ * sets the count (default 5000; make soak: 100,000).
+ */
+TEST_F(dev, random_bad_calls)
+{
+	const char *env = getenv("PLX_DMA_BAD_CALLS");
+	unsigned long n = env ? strtoul(env, NULL, 0) : 5000, ok = 0, fails = 0;
+	unsigned char *none = mmap(NULL, PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned char *gone = map_pages(PAGE), *buf = map_pages(2 * PAGE);
+	uint64_t bad[] = {
+		0, 1, (uintptr_t)none, 0, 0xffff888000000000ull, ~0ull - 4095, ~0ull,
+	};
+	union {
+		uint64_t q[64];
+		uint32_t w[128];
+	} arg;
+	long vm0 = vm_pin_pages();
+
+	ASSERT_NE(MAP_FAILED, none);
+	ASSERT_NE(NULL, gone);
+	ASSERT_NE(NULL, buf);
+	ASSERT_EQ(0, munmap(gone, PAGE));
+	bad[3] = (uintptr_t)gone;
+	srandom(n);
+	for (unsigned long k = 0; k < n; k++) {
+		unsigned int nr = random() % 9, dir = random() % 4;
+		unsigned int sz = random() % 160;
+		unsigned long cmd = _IOC(dir, PLX_DMA_IOC_MAGIC, nr, sz);
+		/* Half of the calls use a real command, to reach its checks. */
+		const unsigned long real[] = {
+			PLX_DMA_IOC_INFO, PLX_DMA_IOC_ATTACH, PLX_DMA_IOC_COPY,
+			PLX_DMA_IOC_SUBMIT, PLX_DMA_IOC_REAP, PLX_DMA_IOC_REGISTER,
+			PLX_DMA_IOC_DEREGISTER,
+		};
+		void *p = &arg;
+		int r;
+
+		for (unsigned int i = 0; i < 64; i++)
+			arg.q[i] = ((uint64_t)random() << 32) | random();
+		if (random() % 2) {
+			cmd = real[random() % (sizeof(real) / sizeof(real[0]))];
+			nr = _IOC_NR(cmd);
+			sz = _IOC_SIZE(cmd);
+		}
+		/* Often a plausible size, so that decoding goes further. */
+		if (random() % 2)
+			arg.w[0] = sz;
+		/* Every address-sized field points nowhere usable. */
+		for (unsigned int i = 1; i < 64; i++)
+			if (random() % 2)
+				arg.q[i] = bad[random() % (sizeof(bad) / sizeof(bad[0]))];
+		/* REAP (nr 4) and COPY (nr 2) must not wait for long. */
+		if (nr == 4)
+			arg.w[3] = 0;
+		if (nr == 2)
+			arg.w[10] = 1 + random() % 20;
+		if (random() % 8 == 0)
+			p = (void *)(uintptr_t)bad[random() % (sizeof(bad) / sizeof(bad[0]))];
+		r = ioctl(self->fd, cmd, p);
+		if (r == 0)
+			ok++;
+		else
+			fails++;
+		ASSERT_TRUE(r == 0 || (errno > 0 && errno < 4096))
+			TH_LOG("call %lu: cmd %#lx returned %d", k, cmd, r);
+	}
+	TH_LOG("%lu random calls: %lu succeeded, %lu failed", n, ok, fails);
+	/* The file still works. */
+	fill(buf, PAGE, 9);
+	memset(buf + PAGE, 0, PAGE);
+	ASSERT_EQ((long)PAGE, copy(self->fd, buf, buf + PAGE, PAGE, 0)) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(0, memcmp(buf, buf + PAGE, PAGE));
+	close(self->fd);
+	self->fd = -1;
+	EXPECT_EQ(vm0, vm_pin_pages());
+}
+
 TEST_F(dev, munmap_while_queued)
 {
 	size_t len = 1 * MiB;
