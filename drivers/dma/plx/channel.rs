@@ -881,7 +881,10 @@ impl ChannelOps for PlxChannel {
             return;
         };
         let first = st.issued;
-        let batch_asked = (0..n).any(|i| self.asks_interrupt(&st, first.wrapping_add(i)));
+        // Only coalescing looks at the batch as a whole: spare the other
+        // modes a second walk over it.
+        let batch_asked = self.config.coalesces()
+            && (0..n).any(|i| self.asks_interrupt(&st, first.wrapping_add(i)));
         // The engine must see every descriptor's fields before any VALID.
         dma_mb(Write);
         for i in 0..n {
