@@ -497,8 +497,19 @@ bool rust_dma_client_tx_complete(struct dma_chan *chan, dma_cookie_t cookie)
 	return dma_async_is_tx_complete(chan, cookie, NULL, NULL) == DMA_COMPLETE;
 }
 
+/*
+ * dmaengine_synchronize() cannot report an engine that would not stop: the
+ * cookies it was working on then stay in progress.  A provider that knows
+ * its engine is dead fails the next terminate (rust_plx_dma does); any
+ * other has stopped and merely left terminated cookies incomplete, as
+ * virt-dma drivers do, and a second terminate costs it nothing.
+ */
 int rust_dma_client_terminate_sync(struct dma_chan *chan)
 {
+	int ret = dmaengine_terminate_sync(chan);
+
+	if (ret || dmaengine_tx_status(chan, chan->cookie, NULL) != DMA_IN_PROGRESS)
+		return ret;
 	return dmaengine_terminate_sync(chan);
 }
 

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
-# Guest half of suite "uapi": load rust_plx_dma on four emulated channels
+# Guest half of suite "uapi": load rust_plx_dma on five emulated channels
 # and plx_dma_copy, name the special channels for the kselftests (2 fails
-# reads, 3 stalls, 1 is unbound and bound again) and run them. Each
+# reads, 3 stalls, 4 is busy past a graceful pause, 1 is unbound and bound
+# again) and run them. Each
 # kselftest result becomes a test point; a skipped kselftest is a failure
 # here, since every channel it needs is given.
 . /guest/lib.sh
@@ -20,12 +21,13 @@ check "/dev/plx-dma-copy exists" test -c /dev/plx-dma-copy
 
 # The emulator's channels are on the bus in order, and rust_plx_dma probes
 # and numbers them in bus order: channel N is dmaNchan0.
-for n in 0 1 2 3; do
+for n in 0 1 2 3 4; do
 	echo "# dma${n}chan0: $(pci_of $n)"
 done
 c_fn=$(pci_of 1) # later given to the C plx_dma
 export PLX_DMA_CHAN=dma0chan0 PLX_DMA_UNBIND_CHAN=dma1chan0
 export PLX_DMA_FAULT_CHAN=dma2chan0 PLX_DMA_STALL_CHAN=dma3chan0
+export PLX_DMA_BUSY_CHAN=dma4chan0
 export PLX_DMA_BAD_CALLS=${BAD_CALLS:-5000}
 
 out=/tmp/plx_dma_copy_test.tap

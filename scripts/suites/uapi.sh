@@ -11,10 +11,12 @@ selftests=$("$REPO/scripts/user-build.sh") || {
 }
 ok "the kselftests build (kselftest_harness.h, lib.mk, static)"
 
-# Four channels: 0 and 1 work, 2 fails every source read, 3 holds each
-# descriptor for STALL_MS (below the driver's 5 s watchdog).
+# Five channels: 0 and 1 work, 2 fails every source read, 3 holds each
+# descriptor for STALL_MS before it starts, 4 runs each for BUSY_MS, past
+# the driver's one-second graceful pause (both below its 5 s watchdog).
 STALL_MS=3000
-EMU_ARGS="--fault 2:fail-read-all --fault 3:stall=$STALL_MS"
+BUSY_MS=4000
+EMU_ARGS="--fault 2:fail-read-all --fault 3:stall=$STALL_MS --fault 4:busy=$BUSY_MS"
 # make soak: 100,000 random bad calls (SOAK_BAD_CALLS); make check: 5,000.
 timeout=1200
 if [ -n "${PLX_SOAK:-}" ]; then
@@ -22,7 +24,7 @@ if [ -n "${PLX_SOAK:-}" ]; then
 	timeout=3600
 fi
 rc=0
-run_emulated_guest uapi 4 "$timeout" "$REPO/scripts/suites/uapi.guest.sh" \
+run_emulated_guest uapi 5 "$timeout" "$REPO/scripts/suites/uapi.guest.sh" \
 	-a "$selftests/plx_dma_copy_test:/usr/local/bin/plx_dma_copy_test" \
 	-a "$selftests/plx_dma_copy_bench:/usr/local/bin/plx_dma_copy_bench" || rc=$?
 guest_points uapi

@@ -29,9 +29,10 @@
 //!   may poll, terminate, prepare and submit on its own channel, as
 //!   dmaengine allows. A descriptor is recycled only after its callback
 //!   ran, and only once the client acked it (`DMA_CTRL_ACK`).
-//! - `recovery` (a mutex) serializes recoveries, which run in process
-//!   context only (the IRQ thread, the watchdog's work item) and sleep
-//!   while the engine stops. It is taken before the other two.
+//! - `recovery` (a mutex) serializes recoveries and terminates, which run
+//!   in process context only (the IRQ thread, the watchdog's and the
+//!   terminator's work items) and sleep while the engine stops. It is
+//!   taken before the other two.
 //! - The hard IRQ handler touches none: it acknowledges the interrupt and
 //!   wakes the IRQ thread, which reaps.
 
@@ -52,12 +53,7 @@ use kernel::{
     device::{Bound, Device},
     devres::Devres,
     dma::{Coherent, DmaAddress},
-    io::{
-        io_read, io_write,
-        poll::{read_poll_timeout, read_poll_timeout_atomic},
-        register::Register,
-        Io,
-    },
+    io::{io_read, io_write, register::Register, Io},
     new_mutex, new_spinlock_irq, new_work,
     pci::DevresBar,
     prelude::*,
@@ -65,16 +61,18 @@ use kernel::{
         aref::ARef,
         atomic::{AtomicFlag, Relaxed},
         barrier::{dma_mb, Write},
-        Arc, Mutex, SpinLockIrq,
+        Arc, ArcBorrow, Mutex, SpinLockIrq,
     },
-    time::{delay::fsleep, hrtimer::HrTimer, Delta},
+    time::{delay::fsleep, hrtimer::HrTimer, Delta, Instant, Monotonic},
     workqueue::Work,
 };
 use pin_init::Zeroable;
+use terminator::TerminateState;
 use watchdog::WatchdogState;
 
 mod config;
 mod reaper;
+mod terminator;
 mod watchdog;
 pub(crate) use config::ChannelConfig;
 pub(crate) use watchdog::Watchdog;
@@ -150,6 +148,8 @@ struct RingState {
     submitter: Option<Submitter>,
     /// Progress seen by the stall watchdog.
     watchdog: WatchdogState,
+    /// What `terminate_all` asked of the terminator work item.
+    terminate: TerminateState,
 }
 
 impl RingState {
@@ -235,16 +235,6 @@ enum Drain {
     AbortBefore(u32),
 }
 
-/// How a caller of [`PlxChannel::stop_engine`] may wait for the engine.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Wait {
-    /// Process context: sleep between polls.
-    Sleep,
-    /// Possibly atomic context (`device_terminate_all` may be called from
-    /// a completion callback): spin between polls.
-    Spin,
-}
-
 /// A DMA channel of one PCI function.
 #[pin_data]
 pub(crate) struct PlxChannel {
@@ -273,6 +263,9 @@ pub(crate) struct PlxChannel {
     /// Reaps completions in softirq context (see [`reaper`]).
     #[pin]
     reap_work: Work<Self, { reaper::REAP }>,
+    /// Stops the engine for `terminate_all` (see [`terminator`]).
+    #[pin]
+    terminate_work: Work<Self, { terminator::TERMINATE }>,
     /// Completion interrupts, polling and the watchdog timeout.
     config: ChannelConfig,
     pub(crate) stats: Stats,
@@ -330,6 +323,7 @@ impl PlxChannel {
                     unacked,
                     submitter: None,
                     watchdog: WatchdogState::default(),
+                    terminate: TerminateState::default(),
                 }, "plx_dma_ring"),
                 completions <- new_spinlock_irq!(
                     Completions {
@@ -345,6 +339,7 @@ impl PlxChannel {
                 watchdog_timer <- HrTimer::new(),
                 recovery_work <- new_work!("plx_dma_recovery_work"),
                 reap_work <- new_work!("plx_dma_reap_work"),
+                terminate_work <- new_work!("plx_dma_terminate_work"),
                 config,
                 stats: Stats::new(),
             }),
@@ -398,7 +393,45 @@ impl PlxChannel {
         Ok(())
     }
 
-    /// Pauses the engine gracefully and detaches the ring from it.
+    /// Reads CTRL; `ENODEV` once the device is gone. The BAR is taken anew
+    /// for each access, never across a wait: its guard is an RCU
+    /// read-side section, where nothing may sleep.
+    fn read_ctrl(&self) -> Result<regs::CTRL> {
+        self.bar
+            .try_access()
+            .map(|bar| bar.read(regs::CTRL))
+            .ok_or(ENODEV)
+    }
+
+    /// Asks the engine to pause at the next descriptor boundary; any
+    /// context.
+    fn request_pause(&self) {
+        if let Some(bar) = self.bar.try_access() {
+            bar.write_reg(regs::CTRL::clear_status().with_graceful_pause(true));
+        }
+    }
+
+    /// Polls CTRL until `done` holds, for `timeout` at most, sleeping
+    /// between reads: 10 us at first, doubling up to 1 ms, so that a quick
+    /// stop is seen at once and a slow one costs few MMIO reads. Process
+    /// context only. `ENODEV`: the device went away meanwhile.
+    fn wait_ctrl(&self, done: fn(&regs::CTRL) -> bool, timeout: Delta) -> Result {
+        let start = Instant::<Monotonic>::now();
+        let mut nap_us = 10;
+        loop {
+            if done(&self.read_ctrl()?) {
+                return Ok(());
+            }
+            if start.elapsed().as_nanos() >= timeout.as_nanos() {
+                return Err(ETIMEDOUT);
+            }
+            fsleep(Delta::from_micros(nap_us));
+            nap_us = (nap_us * 2).min(1000);
+        }
+    }
+
+    /// Pauses the engine gracefully and detaches the ring from it; process
+    /// context (it sleeps while it waits).
     ///
     /// When the pause does not complete, the current descriptor is
     /// aborted and ABORT_DONE awaited: only an engine that said it stopped
@@ -406,20 +439,11 @@ impl PlxChannel {
     /// free the buffers. Returns `false` for an engine that did neither:
     /// the channel is declared dead and its descriptors stay outstanding.
     ///
-    /// Waits up to a second for the pause and 100 ms for the abort,
-    /// sleeping between polls where `wait` allows it.
+    /// Waits up to a second for the pause and 100 ms for the abort.
     #[must_use]
-    fn stop_engine(&self, wait: Wait) -> bool {
+    fn stop_engine(&self) -> bool {
         self.state.lock().attached = false;
-        // The BAR is taken anew for each access, never across a wait: its
-        // guard is an RCU read-side section, where nothing may sleep.
-        let read_ctrl = || {
-            self.bar
-                .try_access()
-                .map(|bar| bar.read(regs::CTRL))
-                .ok_or(ENODEV)
-        };
-        let Ok(ctrl) = read_ctrl() else {
+        let Ok(ctrl) = self.read_ctrl() else {
             // The device is gone (its bus mastering with it).
             return true;
         };
@@ -427,24 +451,9 @@ impl PlxChannel {
             // Never started since reset.
             return true;
         }
-        // Polls CTRL every 10 us until `done` holds, for `ms` at most.
-        // `ENODEV`: the device went away meanwhile.
-        let wait_ctrl = |done: fn(&regs::CTRL) -> bool, ms: i64| match wait {
-            Wait::Sleep => read_poll_timeout(
-                read_ctrl,
-                done,
-                Delta::from_micros(10),
-                Delta::from_millis(ms),
-            ),
-            Wait::Spin => {
-                read_poll_timeout_atomic(read_ctrl, done, Delta::from_micros(10), ms as usize * 100)
-            }
-        };
         let pause = regs::CTRL::clear_status().with_graceful_pause(true);
-        if let Some(bar) = self.bar.try_access() {
-            bar.write_reg(pause);
-        }
-        let mut stopped = wait_ctrl(|c| c.graceful_pause_done(), 1000);
+        self.request_pause();
+        let mut stopped = self.wait_ctrl(|c| c.graceful_pause_done(), Delta::from_secs(1));
         if stopped.as_ref().is_err_and(|e| *e != ENODEV) {
             dev_err!(
                 self.dev,
@@ -453,10 +462,10 @@ impl PlxChannel {
             if let Some(bar) = self.bar.try_access() {
                 bar.write_reg(pause.with_abort(true));
             }
-            stopped = wait_ctrl(|c| c.abort_done(), 100);
+            stopped = self.wait_ctrl(|c| c.abort_done(), Delta::from_millis(100));
         }
         match stopped {
-            Ok(_) => {}
+            Ok(()) => {}
             // The device went away meanwhile (its bus mastering with it).
             Err(e) if e == ENODEV => return true,
             Err(_) => {
@@ -636,8 +645,8 @@ impl PlxChannel {
     ///
     /// `EIO` when the engine could not be stopped: nothing is aborted then,
     /// since the engine may still write the buffers.
-    fn stop_and_abort(&self, wait: Wait) -> Result {
-        if !self.stop_engine(wait) {
+    fn stop_and_abort(&self) -> Result {
+        if !self.stop_engine() {
             return Err(EIO);
         }
         self.drain(Drain::All);
@@ -662,7 +671,7 @@ impl PlxChannel {
             why,
             bound.wrapping_sub(tail)
         );
-        if !self.stop_engine(Wait::Sleep) {
+        if !self.stop_engine() {
             // Dead: its copies stay outstanding, see `stop_engine`.
             return;
         }
@@ -714,9 +723,11 @@ impl PlxChannel {
             st.dead = true;
             st.active = false;
         }
-        // A recovery the watchdog queued would race with this one.
+        // A recovery the watchdog queued, or a terminate, would race
+        // with this one.
         self.wait_recovery_idle();
-        if self.stop_and_abort(Wait::Sleep).is_err() {
+        self.wait_terminate_idle();
+        if self.stop_and_abort().is_err() {
             // Clients were told at the removal watch, before this: the
             // descriptors end now, as the device loses bus mastering.
             self.drain(Drain::All);
@@ -764,7 +775,7 @@ impl ChannelOps for PlxChannel {
 
     fn free_resources(&self) {
         self.state.lock().active = false;
-        if self.stop_and_abort(Wait::Sleep).is_err() {
+        if self.stop_and_abort().is_err() {
             // The client is gone; its terminate already failed, so it kept
             // its buffers. The descriptors must end before the pool goes.
             self.drain(Drain::All);
@@ -927,24 +938,21 @@ impl ChannelOps for PlxChannel {
             .map_or(0, |d| d.len)
     }
 
-    fn terminate_all(&self) -> Result {
-        let active = self.state.lock().active;
-        self.stop_and_abort(Wait::Spin)?;
-        if active {
-            self.restart()?;
-        }
-        Ok(())
+    fn terminate_all(this: ArcBorrow<'_, Self>) -> Result {
+        Self::request_terminate(this)
     }
 
     fn synchronize(&self) {
         // Process context (dmaengine_synchronize may sleep), never from a
-        // callback: wait until no callback runs or waits to run.
+        // callback: wait until the engine stopped for the terminates
+        // requested so far, and no callback runs or waits to run.
         loop {
-            {
+            let callbacks_idle = {
                 let comp = self.completions.lock();
-                if !comp.running && comp.queue.is_empty() {
-                    return;
-                }
+                !comp.running && comp.queue.is_empty()
+            };
+            if callbacks_idle && !self.terminating() {
+                return;
             }
             fsleep(Delta::from_micros(100));
         }

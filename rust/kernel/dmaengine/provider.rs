@@ -58,7 +58,7 @@ use kernel::{
     str::CStr,
     sync::{
         atomic::{Atomic, Relaxed},
-        Arc,
+        Arc, ArcBorrow,
     },
 };
 
@@ -98,9 +98,16 @@ pub trait ChannelOps: Send + Sync + 'static {
     fn poll(&self, cookie: Cookie) -> u32;
 
     /// Aborts every queued and running transaction.
-    fn terminate_all(&self) -> Result;
+    ///
+    /// May be called in atomic context (from a completion callback, say),
+    /// so it must not wait for the hardware: it may leave the stopping to
+    /// [`ChannelOps::synchronize`] or to a work item, which is why it gets
+    /// the channel's [`Arc`].
+    fn terminate_all(this: ArcBorrow<'_, Self>) -> Result;
 
-    /// Waits until no completion callback of this channel is running.
+    /// Waits until the hardware no longer touches the buffers of what was
+    /// terminated, and no completion callback of this channel is running.
+    /// Process context.
     fn synchronize(&self);
 }
 
@@ -676,8 +683,11 @@ unsafe extern "C" fn tx_poll<T: ChannelOps>(ctx: *const c_void, cookie: i32) -> 
 /// The C glue calls this with a channel context registered by
 /// [`Registration::new`] for a `T`, before the device's release.
 unsafe extern "C" fn terminate_all<T: ChannelOps>(ctx: *const c_void) -> c_int {
-    // SAFETY: As in `alloc_chan_resources`.
-    match unsafe { chan::<T>(ctx) }.terminate_all() {
+    // SAFETY: `ctx` is `Arc::as_ptr` of a channel that `Channels<T>` holds
+    // until the device's release (see `Registration::new`), so the `Arc`
+    // outlives this call.
+    let this = unsafe { ArcBorrow::from_raw(ctx.cast::<T>()) };
+    match T::terminate_all(this) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }

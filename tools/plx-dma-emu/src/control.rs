@@ -43,7 +43,7 @@ const HELP: &[&str] = &[
     "channels",
     "stats [CH]",
     "reset-stats [CH]",
-    "fault CH NAME [N]   NAME: fail-read N | fail-read-all | fail-write N | invalid-desc N | stall MS | drop-irq N | dup-irq N | vanish [N] | clear",
+    "fault CH NAME [N]   NAME: see below",
     "faults [CH]",
     "reset CH",
 ];
@@ -108,6 +108,7 @@ impl Registry {
         match verb {
             "help" => {
                 let mut v: Vec<String> = HELP.iter().map(|s| s.to_string()).collect();
+                v.push(format!("fault names: {FAULT_NAMES}"));
                 v.push("ok".into());
                 Ok(v)
             }

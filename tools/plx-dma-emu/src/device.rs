@@ -467,12 +467,17 @@ impl Device {
     }
 
     /// Sleeps up to `ms`, returning early (true) if the step started at
-    /// `generation` should stop: reset, abort, pause, or shutdown.
-    pub fn sleep_unless_stopped(&self, ms: u64, generation: u64) -> bool {
+    /// `generation` should stop: reset, abort, shutdown, or (`Wake::OnPause`)
+    /// a graceful pause.
+    pub fn sleep_unless_stopped(&self, ms: u64, generation: u64, wake: Wake) -> bool {
         let deadline = Instant::now() + Duration::from_millis(ms);
         let mut st = self.lock();
         loop {
-            if st.should_stop(generation) {
+            let stop = match wake {
+                Wake::OnPause => st.should_stop(generation),
+                Wake::OnAbort => st.must_abort(generation),
+            };
+            if stop {
                 return true;
             }
             let now = Instant::now();
@@ -495,6 +500,17 @@ impl Device {
             "descriptor at IOVA {desc_addr:#x}: {what} failed: {err}"
         ));
     }
+}
+
+/// What ends a [`Device::sleep_unless_stopped`] early, besides a reset,
+/// an abort or shutdown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// A graceful pause too: the descriptor has not started.
+    OnPause,
+    /// Not a graceful pause: the descriptor is running, and a pause waits
+    /// for its end.
+    OnAbort,
 }
 
 fn in_bar(off: u64, len: usize, size: u64) -> bool {
@@ -548,10 +564,13 @@ impl State {
 
     /// A step started at `generation` must stop at the next boundary.
     pub fn should_stop(&self, generation: u64) -> bool {
-        self.generation != generation
-            || self.worker_stop
-            || self.eng.abort_req
-            || self.pause_requested()
+        self.must_abort(generation) || self.pause_requested()
+    }
+
+    /// A step started at `generation` must stop even mid-descriptor:
+    /// reset, abort or shutdown (a graceful pause waits for the boundary).
+    pub fn must_abort(&self, generation: u64) -> bool {
+        self.generation != generation || self.worker_stop || self.eng.abort_req
     }
 
     fn write32(&mut self, dev: &Device, dw: u64, value: u32, mask: u32) {

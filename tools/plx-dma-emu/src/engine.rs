@@ -19,7 +19,7 @@
 //! ```
 
 use crate::desc::{write_back_word, Completion, Descriptor, ADDR_LIMIT};
-use crate::device::Device;
+use crate::device::{Device, Wake};
 use crate::memory::{CopyError, DmaError, GuestMemory};
 use crate::regs::{
     CTRL_RING_STOP_MODE, CTRL_WRITE_BACK_EN, DESC_SIZE, INTR_STATUS_INV_DESC, PREF_LIMIT_MAX,
@@ -54,6 +54,7 @@ struct Plan {
     fail_read: bool,
     fail_write: bool,
     stall_ms: u64,
+    busy_ms: u64,
 }
 
 /// The engine thread's loop: sleep until there is work, step, repeat.
@@ -191,13 +192,21 @@ fn run_batch(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>, snap: &
                 fail_read,
                 fail_write,
                 stall_ms: st.faults.stall_ms(),
+                busy_ms: st.faults.busy_ms(),
             }
         };
 
         if plan.stall_ms > 0 {
             inc(&dev.stats.stalls);
-            if dev.sleep_unless_stopped(plan.stall_ms, snap.generation) {
+            if dev.sleep_unless_stopped(plan.stall_ms, snap.generation, Wake::OnPause) {
                 // Nothing of this descriptor happened yet: no write-back.
+                return Step::Progress;
+            }
+        }
+        if plan.busy_ms > 0 {
+            inc(&dev.stats.stalls);
+            if dev.sleep_unless_stopped(plan.busy_ms, snap.generation, Wake::OnAbort) {
+                // Aborted mid-transfer: no write-back.
                 return Step::Progress;
             }
         }

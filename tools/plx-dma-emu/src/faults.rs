@@ -4,8 +4,8 @@
 //! Faults are armed from the command line (`--fault CH:NAME[=N]`) or at run
 //! time from the control socket (`fault CH NAME [N]`). Counted faults fire
 //! once, on the Nth matching event after they were armed (N = 1 is the very
-//! next one), and then disarm themselves. `stall` stays in force until it is
-//! set to 0 or the plan is cleared, and `fail-read-all` until cleared: every
+//! next one), and then disarm themselves. `stall` and `busy` stay in force
+//! until set to 0 or the plan is cleared, and `fail-read-all` until cleared: every
 //! descriptor's source read fails, for clients that must see device errors
 //! however often they run.
 
@@ -22,8 +22,13 @@ pub enum FaultSpec {
     InvalidDesc(u64),
     /// Fail every descriptor's source read, until cleared.
     FailReadAll,
-    /// Delay every descriptor by this many milliseconds (0 disables).
+    /// Delay every descriptor by this many milliseconds (0 disables); a
+    /// graceful pause or an abort ends the wait at once.
     Stall(u64),
+    /// Keep every descriptor running for this many milliseconds (0
+    /// disables), as a very long transfer would: a graceful pause waits
+    /// for the descriptor to finish, only an abort cuts it short.
+    Busy(u64),
     /// Suppress the Nth interrupt.
     DropIrq(u64),
     /// Send the Nth interrupt twice.
@@ -36,7 +41,7 @@ pub enum FaultSpec {
 
 /// Names accepted by [`FaultSpec::parse`], for help texts.
 pub const FAULT_NAMES: &str =
-    "fail-read N | fail-read-all | fail-write N | invalid-desc N | stall MS | drop-irq N | dup-irq N | vanish [N] | clear";
+    "fail-read N | fail-read-all | fail-write N | invalid-desc N | stall MS | busy MS | drop-irq N | dup-irq N | vanish [N] | clear";
 
 impl FaultSpec {
     /// Parses a fault name and its optional value.
@@ -59,6 +64,7 @@ impl FaultSpec {
             "fail-write" => FaultSpec::FailWrite(nth()?),
             "invalid-desc" => FaultSpec::InvalidDesc(nth()?),
             "stall" => FaultSpec::Stall(num("milliseconds")?),
+            "busy" => FaultSpec::Busy(num("milliseconds")?),
             "drop-irq" => FaultSpec::DropIrq(nth()?),
             "dup-irq" => FaultSpec::DupIrq(nth()?),
             "vanish" => match value {
@@ -95,6 +101,7 @@ impl fmt::Display for FaultSpec {
             FaultSpec::FailWrite(n) => write!(f, "fail-write {n}"),
             FaultSpec::InvalidDesc(n) => write!(f, "invalid-desc {n}"),
             FaultSpec::Stall(ms) => write!(f, "stall {ms}"),
+            FaultSpec::Busy(ms) => write!(f, "busy {ms}"),
             FaultSpec::DropIrq(n) => write!(f, "drop-irq {n}"),
             FaultSpec::DupIrq(n) => write!(f, "dup-irq {n}"),
             FaultSpec::Vanish(0) => write!(f, "vanish"),
@@ -112,6 +119,7 @@ pub struct Faults {
     fail_write: Option<u64>,
     invalid_desc: Option<u64>,
     stall_ms: u64,
+    busy_ms: u64,
     drop_irq: Option<u64>,
     dup_irq: Option<u64>,
     vanish_after: Option<u64>,
@@ -141,6 +149,7 @@ impl Faults {
             FaultSpec::FailWrite(n) => self.fail_write = Some(n),
             FaultSpec::InvalidDesc(n) => self.invalid_desc = Some(n),
             FaultSpec::Stall(ms) => self.stall_ms = ms,
+            FaultSpec::Busy(ms) => self.busy_ms = ms,
             FaultSpec::DropIrq(n) => self.drop_irq = Some(n),
             FaultSpec::DupIrq(n) => self.dup_irq = Some(n),
             FaultSpec::Vanish(0) => {}
@@ -184,6 +193,11 @@ impl Faults {
         self.stall_ms
     }
 
+    /// Per-descriptor busy time in milliseconds (0 = none).
+    pub fn busy_ms(&self) -> u64 {
+        self.busy_ms
+    }
+
     /// The armed faults, one `name=value` per line-ready string; "none"
     /// when nothing is armed.
     pub fn describe(&self) -> Vec<String> {
@@ -197,6 +211,7 @@ impl Faults {
         push("fail-write", self.fail_write);
         push("invalid-desc", self.invalid_desc);
         push("stall", (self.stall_ms != 0).then_some(self.stall_ms));
+        push("busy", (self.busy_ms != 0).then_some(self.busy_ms));
         push("drop-irq", self.drop_irq);
         push("dup-irq", self.dup_irq);
         push("vanish", self.vanish_after);
@@ -274,8 +289,10 @@ mod tests {
         let mut f = Faults::default();
         f.arm(FaultSpec::Stall(20));
         f.arm(FaultSpec::DropIrq(1));
+        f.arm(FaultSpec::Busy(30));
         assert_eq!(f.stall_ms(), 20);
-        assert_eq!(f.describe(), vec!["stall=20", "drop-irq=1"]);
+        assert_eq!(f.busy_ms(), 30);
+        assert_eq!(f.describe(), vec!["stall=20", "busy=30", "drop-irq=1"]);
         f.arm(FaultSpec::Clear);
         assert_eq!(f, Faults::default());
     }
@@ -287,6 +304,7 @@ mod tests {
             FaultSpec::Vanish(0),
             FaultSpec::Vanish(4),
             FaultSpec::Stall(7),
+            FaultSpec::Busy(9),
         ] {
             let text = s.to_string();
             let mut it = text.split_whitespace();

@@ -573,6 +573,34 @@ fn stall_fault_delays_each_descriptor() {
 }
 
 #[test]
+fn busy_fault_outlasts_a_pause_but_not_an_abort() {
+    let mut r = Rig::new(8);
+    r.alloc();
+    let worker = r.dev.start_worker(r.mem.clone());
+    r.dev.arm_fault(FaultSpec::Busy(300)).unwrap();
+    let s = r.submit(SRC, DST, 64, true);
+    r.issue();
+    assert!(wait_until(Duration::from_secs(1), || load(
+        &r.dev.stats.stalls
+    ) == 1));
+    // A graceful pause waits for the running descriptor...
+    let t = Instant::now();
+    wr32(&r.dev, CTRL, CTRL_GRACEFUL_PAUSE);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(rd32(&r.dev, CTRL) & CTRL_GRACEFUL_PAUSE_DONE, 0);
+    // ...an abort ends it at once, without a write-back.
+    wr32(&r.dev, CTRL, CTRL_GRACEFUL_PAUSE | CTRL_ABORT);
+    assert!(wait_until(Duration::from_secs(1), || rd32(&r.dev, CTRL)
+        & CTRL_ABORT_DONE
+        != 0));
+    assert!(t.elapsed() < Duration::from_millis(300));
+    assert_ne!(r.wb(s) & desc::FLAG_VALID, 0);
+    r.dev.stop_worker(worker);
+    r.dev.arm_fault(FaultSpec::Busy(0)).unwrap();
+    assert!(r.dev.faults().is_empty());
+}
+
+#[test]
 fn msix_interrupt_per_int_when_done_with_drop_and_dup() {
     let mut r = Rig::new(16);
     r.alloc();

@@ -12,6 +12,9 @@
  *   PLX_DMA_FAULT_CHAN   a channel whose engine fails every source read
  *   PLX_DMA_STALL_CHAN   a channel whose engine holds each descriptor for
  *                        a second or more
+ *   PLX_DMA_BUSY_CHAN    a channel whose engine runs each descriptor for
+ *                        longer than the driver's one-second graceful
+ *                        pause, so that only an abort stops it
  *   PLX_DMA_UNBIND_CHAN  a channel whose PCI function may be unbound and
  *                        bound again (the unbind test does that)
  */
@@ -1270,6 +1273,48 @@ TEST(timeout_is_etimedout)
 	ASSERT_LE(0, fd);
 	EXPECT_EQ(-1, copy(fd, s, d, sizeof(s), 200));
 	EXPECT_EQ(ETIMEDOUT, errno) TH_LOG("%s", strerror(errno));
+	expect_idle(_metadata, fd);
+	close(fd);
+}
+
+static long ms_between(const struct timeval *a, const struct timeval *b)
+{
+	return (b->tv_sec - a->tv_sec) * 1000 + (b->tv_usec - a->tv_usec) / 1000;
+}
+
+/*
+ * A copy that times out on an engine still running its descriptor: the
+ * driver's graceful pause gives up after a second, the abort stops the
+ * engine, and only then may the pages go. All that waiting must sleep:
+ * the thread's system time stays a small part of the call's duration.
+ */
+TEST(timeout_on_busy_engine_sleeps_until_it_stops)
+{
+	unsigned char s[4096], d[4096];
+	struct rusage r0, r1;
+	struct timeval t0, t1;
+	long wall, sys;
+	int fd = open_special(_metadata, "PLX_DMA_BUSY_CHAN");
+
+	if (fd == -2)
+		SKIP(return, "PLX_DMA_BUSY_CHAN not set");
+	ASSERT_LE(0, fd);
+	fill(s, sizeof(s), 5);
+	memset(d, 0x33, sizeof(d));
+	ASSERT_EQ(0, getrusage(RUSAGE_THREAD, &r0));
+	gettimeofday(&t0, NULL);
+	EXPECT_EQ(-1, copy(fd, s, d, sizeof(s), 100));
+	EXPECT_EQ(ETIMEDOUT, errno) TH_LOG("%s", strerror(errno));
+	gettimeofday(&t1, NULL);
+	ASSERT_EQ(0, getrusage(RUSAGE_THREAD, &r1));
+	wall = ms_between(&t0, &t1);
+	sys = ms_between(&r0.ru_stime, &r1.ru_stime);
+	TH_LOG("%ld ms, of which %ld ms system time", wall, sys);
+	/* The 100 ms wait, then the pause's second: the abort path ran. */
+	EXPECT_LE(1000, wall);
+	EXPECT_GT(wall / 4, sys);
+	/* Aborted before the engine copied anything. */
+	EXPECT_EQ(0x33, d[0]);
 	expect_idle(_metadata, fd);
 	close(fd);
 }
