@@ -82,6 +82,26 @@ check "unbind $first while dmatest holds its channel" sh -c "echo $first > $DRV/
 check "one function left bound" test "$(bound)" -eq 1
 check "the unbound function's channel is gone from /sys/class/dma" test "$(ls /sys/class/dma | wc -l)" -eq 1
 check "dmatest lets go of the channels after the unbind" dmatest_release
+# pci_ext::set_dma_mask works in probe and is refused in unbind, where
+# Core is held too (tools/testing/probe-rules): the test driver gets the
+# unbound function through driver_override and says what each call did.
+probe_rules() {
+	f=/sys/bus/pci/devices/$first
+	mark="probe-rules-$$-$(date +%s)"
+	echo "$mark" >/dev/kmsg
+	echo plx_probe_rules >"$f/driver_override" &&
+		modprobe plx_probe_rules &&
+		echo "$first" >/sys/bus/pci/drivers/plx_probe_rules/unbind
+	rc=$?
+	echo >"$f/driver_override"
+	rmmod plx_probe_rules 2>/dev/null
+	said=$(dmesg | sed -n "/$mark/,\$p" | sed -n "s/^\[[^]]*\] plx_probe_rules $first: //p")
+	printf '%s\n' "$said" | sed 's/^/# /'
+	test "$rc" -eq 0 &&
+		printf '%s\n' "$said" | grep -qx 'probe: set_dma_mask=48' &&
+		printf '%s\n' "$said" | grep -qx 'unbind: set_dma_mask=EBUSY'
+}
+check "set_dma_mask: 48 bits in probe, EBUSY in unbind (plx_probe_rules on $first)" probe_rules
 check "bind $first again" sh -c "echo $first > $DRV/bind"
 check "both functions bound again" test "$(bound)" -eq 2
 dmatest_run rebound 200 16384 2
