@@ -737,6 +737,11 @@ impl State {
         self.update_irq(edge);
     }
 
+    /// Signals the interrupt with no status behind it (spurious-irq fault).
+    pub fn spurious_irq(&self) {
+        self.irq.fire_spurious(&self.stats, &self.name);
+    }
+
     /// Status bits that can interrupt: those enabled in INTR_CTRL, plus
     /// DESC_DONE, which each descriptor enables with INT_WHEN_DONE.
     fn irq_enable_mask(&self) -> u16 {

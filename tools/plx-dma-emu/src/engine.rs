@@ -55,6 +55,7 @@ struct Plan {
     fail_write: bool,
     stall_ms: u64,
     busy_ms: u64,
+    hang: bool,
 }
 
 /// The engine thread's loop: sleep until there is work, step, repeat.
@@ -185,6 +186,9 @@ fn run_batch(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>, snap: &
             let injected_invalid = ok && st.faults.take_invalid_desc();
             let fail_read = ok && !injected_invalid && st.faults.take_fail_read();
             let fail_write = ok && !injected_invalid && !fail_read && st.faults.take_fail_write();
+            if st.faults.take_spurious_irq() {
+                st.spurious_irq();
+            }
             Plan {
                 write_back: st.regs.ctrl & CTRL_WRITE_BACK_EN != 0,
                 malformed,
@@ -193,6 +197,7 @@ fn run_batch(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>, snap: &
                 fail_write,
                 stall_ms: st.faults.stall_ms(),
                 busy_ms: st.faults.busy_ms(),
+                hang: ok && st.faults.take_hang(),
             }
         };
 
@@ -202,6 +207,12 @@ fn run_batch(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>, snap: &
                 // Nothing of this descriptor happened yet: no write-back.
                 return Step::Progress;
             }
+        }
+        if plan.hang {
+            inc(&dev.stats.faults_injected);
+            dev.info(format_args!("fault: descriptor at {desc_addr:#x} hangs"));
+            while !dev.sleep_unless_stopped(1000, snap.generation, Wake::OnPause) {}
+            return Step::Progress;
         }
         if plan.busy_ms > 0 {
             inc(&dev.stats.stalls);

@@ -33,6 +33,12 @@ pub enum FaultSpec {
     DropIrq(u64),
     /// Send the Nth interrupt twice.
     DupIrq(u64),
+    /// Signal an interrupt with no status behind it when the Nth
+    /// descriptor starts (MSI and MSI-X only).
+    SpuriousIrq(u64),
+    /// The Nth descriptor never finishes on its own: only a pause, an
+    /// abort or a reset ends it (without a write-back).
+    Hang(u64),
     /// Close the client connection: now (0) or after the Nth descriptor.
     Vanish(u64),
     /// Disarm everything.
@@ -41,7 +47,7 @@ pub enum FaultSpec {
 
 /// Names accepted by [`FaultSpec::parse`], for help texts.
 pub const FAULT_NAMES: &str =
-    "fail-read N | fail-read-all | fail-write N | invalid-desc N | stall MS | busy MS | drop-irq N | dup-irq N | vanish [N] | clear";
+    "fail-read N | fail-read-all | fail-write N | invalid-desc N | stall MS | busy MS | hang N | drop-irq N | dup-irq N | spurious-irq N | vanish [N] | clear";
 
 impl FaultSpec {
     /// Parses a fault name and its optional value.
@@ -67,6 +73,8 @@ impl FaultSpec {
             "busy" => FaultSpec::Busy(num("milliseconds")?),
             "drop-irq" => FaultSpec::DropIrq(nth()?),
             "dup-irq" => FaultSpec::DupIrq(nth()?),
+            "spurious-irq" => FaultSpec::SpuriousIrq(nth()?),
+            "hang" => FaultSpec::Hang(nth()?),
             "vanish" => match value {
                 None => FaultSpec::Vanish(0),
                 Some(_) => FaultSpec::Vanish(num("descriptors")?),
@@ -104,6 +112,8 @@ impl fmt::Display for FaultSpec {
             FaultSpec::Busy(ms) => write!(f, "busy {ms}"),
             FaultSpec::DropIrq(n) => write!(f, "drop-irq {n}"),
             FaultSpec::DupIrq(n) => write!(f, "dup-irq {n}"),
+            FaultSpec::SpuriousIrq(n) => write!(f, "spurious-irq {n}"),
+            FaultSpec::Hang(n) => write!(f, "hang {n}"),
             FaultSpec::Vanish(0) => write!(f, "vanish"),
             FaultSpec::Vanish(n) => write!(f, "vanish {n}"),
             FaultSpec::Clear => write!(f, "clear"),
@@ -122,6 +132,8 @@ pub struct Faults {
     busy_ms: u64,
     drop_irq: Option<u64>,
     dup_irq: Option<u64>,
+    spurious_irq: Option<u64>,
+    hang: Option<u64>,
     vanish_after: Option<u64>,
 }
 
@@ -152,6 +164,8 @@ impl Faults {
             FaultSpec::Busy(ms) => self.busy_ms = ms,
             FaultSpec::DropIrq(n) => self.drop_irq = Some(n),
             FaultSpec::DupIrq(n) => self.dup_irq = Some(n),
+            FaultSpec::SpuriousIrq(n) => self.spurious_irq = Some(n),
+            FaultSpec::Hang(n) => self.hang = Some(n),
             FaultSpec::Vanish(0) => {}
             FaultSpec::Vanish(n) => self.vanish_after = Some(n),
             FaultSpec::Clear => *self = Faults::default(),
@@ -181,6 +195,16 @@ impl Faults {
     /// An interrupt is about to be sent: send it twice?
     pub fn take_dup_irq(&mut self) -> bool {
         tick(&mut self.dup_irq)
+    }
+
+    /// A descriptor is starting: signal a spurious interrupt?
+    pub fn take_spurious_irq(&mut self) -> bool {
+        tick(&mut self.spurious_irq)
+    }
+
+    /// A descriptor is starting: does it hang?
+    pub fn take_hang(&mut self) -> bool {
+        tick(&mut self.hang)
     }
 
     /// A descriptor completed: is it time to vanish?
@@ -214,6 +238,8 @@ impl Faults {
         push("busy", (self.busy_ms != 0).then_some(self.busy_ms));
         push("drop-irq", self.drop_irq);
         push("dup-irq", self.dup_irq);
+        push("spurious-irq", self.spurious_irq);
+        push("hang", self.hang);
         push("vanish", self.vanish_after);
         if self.fail_read_all {
             v.push("fail-read-all".to_string());
@@ -305,6 +331,8 @@ mod tests {
             FaultSpec::Vanish(4),
             FaultSpec::Stall(7),
             FaultSpec::Busy(9),
+            FaultSpec::SpuriousIrq(2),
+            FaultSpec::Hang(3),
         ] {
             let text = s.to_string();
             let mut it = text.split_whitespace();

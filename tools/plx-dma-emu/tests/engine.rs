@@ -601,6 +601,29 @@ fn busy_fault_outlasts_a_pause_but_not_an_abort() {
 }
 
 #[test]
+fn hang_fault_holds_one_descriptor_until_paused() {
+    let mut r = Rig::new(8);
+    r.alloc();
+    let worker = r.dev.start_worker(r.mem.clone());
+    r.dev.arm_fault(FaultSpec::Hang(2)).unwrap();
+    let s1 = r.submit(SRC, DST, 64, true);
+    let s2 = r.submit(SRC, DST, 64, true);
+    r.issue();
+    assert!(wait_until(Duration::from_secs(1), || r.wb(s1)
+        & desc::FLAG_VALID
+        == 0));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_ne!(r.wb(s2) & desc::FLAG_VALID, 0, "the second one hangs");
+    wr32(&r.dev, CTRL, CTRL_GRACEFUL_PAUSE);
+    assert!(wait_until(Duration::from_secs(1), || rd32(&r.dev, CTRL)
+        & CTRL_GRACEFUL_PAUSE_DONE
+        != 0));
+    assert_ne!(r.wb(s2) & desc::FLAG_VALID, 0, "no write-back");
+    assert!(r.dev.faults().is_empty(), "one-shot");
+    r.dev.stop_worker(worker);
+}
+
+#[test]
 fn msix_interrupt_per_int_when_done_with_drop_and_dup() {
     let mut r = Rig::new(16);
     r.alloc();
