@@ -6,10 +6,11 @@
 #
 #   make run                 build what is missing, boot a guest, run the demo
 #   make check [SUITE=name]  every test suite, or one (SUITE=list lists them)
-#   make soak [SUITE=name]   the long runs (not in CI): emu, driver, uapi and
-#                            rdma suites with soak counts (SOAK_FUZZ_SECONDS,
-#                            SOAK_COPIES, SOAK_BIG_COPIES, SOAK_CHURN,
-#                            SOAK_BAD_CALLS, SOAK_FUZZ_OPS)
+#   make soak [SUITE=name]   the long runs (not in CI): emu, fault-matrix,
+#                            driver, uapi and rdma suites with soak counts
+#                            (SOAK_FUZZ_SECONDS, SOAK_LOAD_COPIES,
+#                            SOAK_CYCLES, SOAK_COPIES, SOAK_BIG_COPIES,
+#                            SOAK_CHURN, SOAK_BAD_CALLS, SOAK_FUZZ_OPS)
 #   make bench               Rust vs C plx_dma and engine vs CPU, side by side
 #   make shell               an interactive guest with everything loaded
 #   make modules [KDIR=dir]  build the modules (default: the cached test kernel)
@@ -34,7 +35,7 @@ check:
 	@scripts/check.sh $(SUITE)
 
 soak:
-	@PLX_SOAK=1 scripts/check.sh $(if $(SUITE),$(SUITE),emu driver uapi rdma)
+	@PLX_SOAK=1 scripts/check.sh $(if $(SUITE),$(SUITE),emu fault-matrix driver uapi rdma)
 
 shell:
 	@scripts/guest-run.sh -i -k $(FLAVOUR) -n shell

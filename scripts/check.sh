@@ -15,7 +15,7 @@
 . "$(dirname "$0")/lib.sh"
 
 # Order matters: cheap host checks first, then the guests.
-SUITES=(lint build emu bench emu-plx emu-faults uapi rdma driver)
+SUITES=(lint build emu bench emu-plx emu-faults fault-matrix uapi rdma driver)
 
 describe() { sed -n 's/^# Suite: //p' "$REPO/scripts/suites/$1.sh"; }
 

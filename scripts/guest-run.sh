@@ -13,7 +13,13 @@
 #                    start CMD on the host before boot; it must serve N
 #                    (default 1) vfio-user sockets, at the paths listed in
 #                    $SOCKETS ($SOCK is the first); each becomes a PCI device
-#                    of the guest, in the order given.  Repeatable.
+#                    of the guest, in the order given.  $CONTROL is a path
+#                    for its control socket.  Repeatable.
+#     -c CTL         relay the guest's requests to the devices: a line
+#                    "HOST-CTL ARGS..." on the results port runs
+#                    "CTL --control $CONTROL ARGS..." on the host (the
+#                    emulator's ctl command), logged to
+#                    build/results/NAME.hostctl.log.
 #     -a SRC:DST     copy SRC into the initramfs at DST (repeatable)
 #     -i             interactive: the console is this terminal (make shell)
 #
@@ -22,15 +28,16 @@
 
 . "$(dirname "$0")/lib.sh"
 
-name=guest flavour=test timeout=900 interactive=0
+name=guest flavour=test timeout=900 interactive=0 ctl=
 devices=() extras=()
-while getopts "n:k:t:d:a:i" opt; do
+while getopts "n:k:t:d:a:c:i" opt; do
 	case "$opt" in
 	n) name=$OPTARG ;;
 	k) flavour=$OPTARG ;;
 	t) timeout=$OPTARG ;;
 	d) devices+=("$OPTARG") ;;
 	a) extras+=("$OPTARG") ;;
+	c) ctl=$OPTARG ;;
 	i) interactive=1 ;;
 	*) die "usage: guest-run.sh [-n NAME] [-k FLAVOUR] [-t S] [-d NAME=CMD] [-a SRC:DST] [-i] SCRIPT" ;;
 	esac
@@ -71,7 +78,7 @@ for spec in "${devices[@]}"; do
 	case "$dname" in *\**) count=${dname#*\*} dname=${dname%%\**} ;; esac
 	socks=()
 	for i in $(seq 0 $((count - 1))); do socks+=("$run/$dname$i.sock"); done
-	SOCKETS="${socks[*]}" SOCK=${socks[0]} bash -c "$cmd" >"$results/$name.$dname.log" 2>&1 &
+	SOCKETS="${socks[*]}" SOCK=${socks[0]} CONTROL=$run/$dname.ctl bash -c "$cmd" >"$results/$name.$dname.log" 2>&1 &
 	pids+=($!)
 	for sock in "${socks[@]}"; do
 		for _ in $(seq 300); do [ -S "$sock" ] && break; sleep 0.1; done
@@ -106,16 +113,37 @@ in_root "${qemu[@]}" -serial "file:$console" -serial "file:$run/results" \
 qpid=$!
 pids+=($qpid)
 status=
+# Relays the HOST-CTL lines the guest wrote since the last call (the
+# first device's control socket).
+relayed=0
+relay() {
+	local line n=0
+	[ -n "$ctl" ] || return 0
+	while IFS= read -r line; do
+		n=$((n + 1))
+		[ "$n" -gt "$relayed" ] || continue
+		relayed=$n
+		case "$line" in
+		"HOST-CTL "*)
+			# shellcheck disable=SC2086
+			{ echo "> ${line#HOST-CTL }"; $ctl --control "$run/${first_device}.ctl" ${line#HOST-CTL } 2>&1; } \
+				>>"$results/$name.hostctl.log"
+			;;
+		esac
+	done < <(tr -d '\r' <"$run/results" 2>/dev/null)
+}
+first_device=${devices[0]%%=*} first_device=${first_device%%\**}
 while kill -0 "$qpid" 2>/dev/null; do
+	relay
 	if [ $(($(date +%s) - t0)) -ge "$timeout" ]; then
 		kill_tree TERM "$qpid"
 		status=124
 		break
 	fi
-	sleep 0.5
+	sleep 0.2
 done
 wait "$qpid" 2>/dev/null && qrc=0 || qrc=$?
-tr -d '\r' <"$run/results" | grep -v '^GUEST-EXIT ' >"$tap" || true
+tr -d '\r' <"$run/results" | grep -v -e '^GUEST-EXIT ' -e '^HOST-CTL ' >"$tap" || true
 tr -d '\r' <"$console" >"$console.tmp" && mv "$console.tmp" "$console"
 cat "$run/qemu.out" >>"$console"
 elapsed=$(($(date +%s) - t0))

@@ -93,14 +93,16 @@ kill_tree() {
 # helpers; returns guest-run.sh's status.  $GUEST_PARAMS, a list of
 # NAME=VALUE words, becomes /guest/params.sh, which the guest's lib.sh
 # sources: that is how `make soak` gives the same guest scripts longer runs.
+# The guest may drive the emulator's control socket with host_ctl (see
+# scripts/guest/lib.sh), e.g. to arm a fault while a load runs.
 run_emulated_guest() {
 	local name=$1 n=$2 timeout=$3 script=$4 emu params rc=0
 	shift 4
 	emu=$("$REPO/scripts/emu-build.sh") || return 1
 	params=$(mktemp "$PLX_CACHE/params.XXXXXX")
 	printf '%s\n' ${GUEST_PARAMS:-} >"$params"
-	"$REPO/scripts/guest-run.sh" -n "$name" -t "$timeout" \
-		-d "emu*$n=exec $emu \$(printf -- '--socket %s ' \$SOCKETS) ${EMU_ARGS:-}" \
+	"$REPO/scripts/guest-run.sh" -n "$name" -t "$timeout" -c "$emu ctl" \
+		-d "emu*$n=exec $emu \$(printf -- '--socket %s ' \$SOCKETS) --control \$CONTROL ${EMU_ARGS:-}" \
 		-a "$REPO/scripts/guest/dmatest.sh:/guest/dmatest.sh" \
 		-a "$params:/guest/params.sh" "$@" "$script" || rc=$?
 	rm -f "$params"

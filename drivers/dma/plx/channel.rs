@@ -735,6 +735,26 @@ impl PlxChannel {
     }
 }
 
+impl PlxChannel {
+    /// Waits up to `timeout` for the channel's client to release it, after
+    /// [`Self::shutdown`] aborted its copies. A client that lets go now
+    /// unmaps its buffers while the device still has its IOMMU domain; one
+    /// that keeps the channel is left to do so after the device is gone.
+    /// Returns whether the channel is free.
+    pub(crate) fn wait_released(&self, timeout: Delta) -> bool {
+        let start = Instant::<Monotonic>::now();
+        loop {
+            if self.state.lock().submitter.is_none() {
+                return true;
+            }
+            if start.elapsed().as_nanos() >= timeout.as_nanos() {
+                return false;
+            }
+            fsleep(Delta::from_millis(1));
+        }
+    }
+}
+
 impl ChannelOps for PlxChannel {
     fn alloc_resources(&self, chan: NewChannel<'_>) -> Result<u32> {
         let (sub, comp, mut descs) = DescPool::alloc(chan, self.size as usize)?;

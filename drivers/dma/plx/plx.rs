@@ -330,6 +330,14 @@ impl PinnedDrop for PlxDma<'_> {
         // the registers are still mapped.
         self.chan.shutdown();
         self.irq.synchronize();
+        // A client told of the end by its aborted copies gets a moment to
+        // release the channel and unmap its buffers before the device goes.
+        if !self.chan.wait_released(Delta::from_secs(1)) {
+            dev_info!(
+                self.pdev,
+                "remove: a client still holds the channel; unregistering anyway\n"
+            );
+        }
         dev_info!(
             self.pdev,
             "remove: {} submitted, {} completed, {} failed\n",
