@@ -118,7 +118,7 @@ status=
 relayed=0
 relay() {
 	local line n=0
-	[ -n "$ctl" ] || return 0
+	[ -n "$ctl" ] && [ -e "$run/results" ] || return 0
 	while IFS= read -r line; do
 		n=$((n + 1))
 		[ "$n" -gt "$relayed" ] || continue
@@ -132,7 +132,10 @@ relay() {
 		esac
 	done < <(tr -d '\r' <"$run/results" 2>/dev/null)
 }
-first_device=${devices[0]%%=*} first_device=${first_device%%\**}
+first_device=
+if [ ${#devices[@]} -gt 0 ]; then
+	first_device=${devices[0]%%=*} first_device=${first_device%%\**}
+fi
 while kill -0 "$qpid" 2>/dev/null; do
 	relay
 	if [ $(($(date +%s) - t0)) -ge "$timeout" ]; then

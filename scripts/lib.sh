@@ -109,6 +109,21 @@ run_emulated_guest() {
 	return "$rc"
 }
 
+# fault_matrix_report NAME: the fault matrix that guest run NAME printed
+# ("# MATRIX ..." lines, see scripts/suites/fault-matrix.guest.sh), written
+# to build/results/fault-matrix.txt and shown as TAP diagnostics, with a
+# test point that every cell reported.
+fault_matrix_report() {
+	local table=$REPO/build/results/fault-matrix.txt n
+	{
+		echo "fault | column | outcome | reproduction (guest, after modprobe rust_plx_dma watchdog_ms=1000)"
+		sed -n 's/^# MATRIX //p' "$REPO/build/results/$1.guest.tap" 2>/dev/null
+	} >"$table"
+	n=$(($(wc -l <"$table") - 1))
+	check "fault matrix: 22 cells reported (saw $n; table in $table)" test "$n" -eq 22
+	sed 's/^/# /' "$table"
+}
+
 # guest_points NAME: the TAP lines a guest run reported.
 guest_points() {
 	grep -E '^(ok|not ok|#)' "$REPO/build/results/$1.guest.tap" 2>/dev/null || true

@@ -28,7 +28,8 @@ finish() { [ "$failures" -eq 0 ]; exit $?; }
 # host_ctl CMD...: has the host run the emulator control command CMD (e.g.
 # "fault 0 fail-read 3"; see plx-dma-emu.rst), and gives it time to. The
 # request goes straight to the results port, so it works inside `check`;
-# the host relays it within a fifth of a second, and its reply is logged
+# the host relays it within a fifth of a second (the second of grace is
+# for a busy host), and its reply is logged
 # to build/results/NAME.hostctl.log.
 host_ctl() {
 	echo "HOST-CTL $*" >/dev/ttyS1

@@ -25,9 +25,9 @@ check "the provoked WARNING is in the console log" \
 # 3. A run that overstays its timeout is stopped and fails.
 echo 'sleep 600' >"$tmp/sleep.sh"
 rc=0
-"$REPO/scripts/guest-run.sh" -n bench-timeout -t 20 "$tmp/sleep.sh" 2>"$tmp/timeout.err" || rc=$?
+"$REPO/scripts/guest-run.sh" -n bench-timeout -t 10 "$tmp/sleep.sh" 2>"$tmp/timeout.err" || rc=$?
 check "a guest past its timeout fails with status 124" test "$rc" -eq 124
-check "the timeout is reported" grep -q 'timed out after 20 s' "$tmp/timeout.err"
+check "the timeout is reported" grep -q 'timed out after 10 s' "$tmp/timeout.err"
 
 # 4. QEMU killed mid-run fails the run with a clear message.
 echo 'echo guest-is-up; sleep 600' >"$tmp/up.sh"

@@ -19,6 +19,7 @@
 #     6 interrupt dropped, 7 ok.
 #   dma2 (ch2)  stall=$STALL_MS on every descriptor: one copy that gives up
 #     before the stall ends, then two that wait it out.
+#   dma3 (ch3)  nothing armed: the fault matrix runs on it at the end.
 #
 # The driver's stall watchdog is off (watchdog_ms=0) for these, so that the
 # client's own polling is what finds a copy whose interrupt was dropped. Then
@@ -120,15 +121,15 @@ dmar_faults() {
 	echo "$n"
 }
 
-check "three PLX-model functions on the PCI bus" test "$(plx_functions | wc -l)" -eq 3
+check "four PLX-model functions on the PCI bus" test "$(plx_functions | wc -l)" -eq 4
 check "modprobe rust_plx_dma watchdog_ms=0" modprobe rust_plx_dma watchdog_ms=0
-check "rust_plx_dma bound all three" test "$(ls $DRV | grep -c :)" -eq 3
-F0=$(pci_of 0) F1=$(pci_of 1) F2=$(pci_of 2)
-echo "# dma0chan0=$F0 dma1chan0=$F1 dma2chan0=$F2"
+check "rust_plx_dma bound all four" test "$(ls $DRV | grep -c :)" -eq 4
+F0=$(pci_of 0) F1=$(pci_of 1) F2=$(pci_of 2) F3=$(pci_of 3)
+echo "# dma0chan0=$F0 dma1chan0=$F1 dma2chan0=$F2 dma3chan0=$F3"
 # The emulator's channels are QEMU's devices in the order given, so in bus
 # order; the driver probes, and numbers the DMA devices, in bus order too.
-check "dma0..dma2 are the emulator's channels 0..2 (bus order)" \
-	test "$F0 $F1 $F2" = "$(plx_functions | sort | tr '\n' ' ' | sed 's/ $//')"
+check "dma0..dma3 are the emulator's channels 0..3 (bus order)" \
+	test "$F0 $F1 $F2 $F3" = "$(plx_functions | sort | tr '\n' ' ' | sed 's/ $//')"
 
 # --- dma0: unmapped IOVAs, injected fail-read and fail-write -------------
 client dma0 chan=0 copies=8 size=$SIZE bad_src=2 bad_dst=3 bad_iova="$BAD_IOVA"
@@ -233,4 +234,8 @@ check "plx_fault_client refuses bad_src beyond copies (EINVAL, message)" \
 check "plx_fault_client refuses an unaligned bad_iova (EINVAL, message)" \
 	load_refused plx_fault_client bad_iova=0xdead0001 "plx_fault_client: bad_iova=0xdead0001 is invalid"
 check "rmmod rust_plx_dma" rmmod rust_plx_dma
-finish
+
+# The fault matrix, in the same boot, on the fourth channel (no faults armed
+# at start): see fault-matrix.guest.sh.
+MATRIX_FN=$F3 MATRIX_EMU_CH=3
+. /guest/fault-matrix.sh

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-# Suite: rust_plx_dma on the emulated engine's faults behind intel-iommu, emulator on its mapped path: unmapped IOVAs (DMAR fault, RD_FAIL/WR_FAIL through the miss fallback), injected fail-read, fail-write, invalid-desc, stall, drop-irq, dup-irq
+# Suite: rust_plx_dma on the emulated engine's faults behind intel-iommu, emulator on its mapped path: unmapped IOVAs (DMAR fault, RD_FAIL/WR_FAIL through the miss fallback), injected fail-read, fail-write, invalid-desc, stall, drop-irq, dup-irq; then the fault matrix (every fault idle and under a 256-deep load, unbind, hot removal, rmmod, cycles) on a fourth channel
 . "$(dirname "$0")/../lib.sh"
 . "$REPO/scripts/guest/lib.sh"
 
@@ -12,9 +12,11 @@ mkdir -p "$results"
 # The guest reads them from /guest/params.sh.
 export GUEST_PARAMS="STALL_MS=$STALL_MS BAD_IOVA=$BAD_IOVA"
 
-# One emulator, three channels, faults armed at start: channel 0 gets the
+# One emulator, four channels, faults armed at start: channel 0 gets the
 # unmapped IOVAs and the injected data faults, channel 1 the interrupt faults
-# and invalid-desc, channel 2 a stall on every descriptor.  Which copy each
+# and invalid-desc, channel 2 a stall on every descriptor; channel 3 none,
+# for the fault matrix at the end of the boot, whose faults the guest arms
+# as it goes.  Which copy each
 # count lands on is worked out in emu-faults.guest.sh.  The emulator runs
 # its mapped path, the bench's fast path: the unmapped IOVAs miss its table
 # and must still reach the guest IOMMU through DMA messages.
@@ -22,8 +24,9 @@ EMU_ARGS="--mapped --fault 0:fail-read=5 --fault 0:fail-write=6"
 EMU_ARGS+=" --fault 1:invalid-desc=2 --fault 1:dup-irq=4 --fault 1:drop-irq=6"
 EMU_ARGS+=" --fault 2:stall=$STALL_MS"
 rc=0
-run_emulated_guest emu-faults 3 900 "$REPO/scripts/suites/emu-faults.guest.sh" || rc=$?
-guest_points emu-faults
+run_emulated_guest emu-faults 4 900 "$REPO/scripts/suites/emu-faults.guest.sh" \
+	-a "$REPO/scripts/suites/fault-matrix.guest.sh:/guest/fault-matrix.sh" || rc=$?
+guest_points emu-faults | grep -v '^# MATRIX ' 
 check "emu-faults guest ran to the end with status 0, no splat" test "$rc" -eq 0
 
 # The emulator's side: each fault fired exactly once, on its own channel.
@@ -47,8 +50,8 @@ emu_saw 0 ch2 "fault: "
 emu_saw 0 ch2 " failed"
 
 # The mapped path really ran, and the misses went the message way.
-n=$(grep -cE '^plx-dma-emu: ch[0-2]: info: listening on .* \(mapped path\)$' "$log" 2>/dev/null || true)
-check "emulator started all three channels on the mapped path (saw $n)" test "$n" -eq 3
+n=$(grep -cE '^plx-dma-emu: ch[0-3]: info: listening on .* \(mapped path\)$' "$log" 2>/dev/null || true)
+check "emulator started all four channels on the mapped path (saw $n)" test "$n" -eq 4
 # stat_of_emu CHANNEL KEY: KEY from the channel's last counter line (the
 # emulator prints one at each disconnect and at exit).
 stat_of_emu() {
@@ -64,6 +67,7 @@ check "emulator ch0: the unmapped IOVAs missed the DMA windows (mapped_misses=${
 msgs=$(stat_of_emu ch0 dma_messages) cerr=$(stat_of_emu ch0 dma_client_errors)
 check "emulator ch0: the misses went to QEMU as DMA messages, refused (dma_messages=${msgs:-?} dma_client_errors=${cerr:-?})" \
 	test "${msgs:-0}" -ge 2 -a "${cerr:-0}" -eq 2
+fault_matrix_report emu-faults
 for ch in ch0 ch1 ch2; do
 	bm=$(stat_of_emu $ch bytes_mapped) bmsg=$(stat_of_emu $ch bytes_messages)
 	check "emulator $ch: payload mostly through mapped windows (bytes_mapped=${bm:-?} > bytes_messages=${bmsg:-?})" \

@@ -14,7 +14,10 @@
 #
 # Each cell prints "# MATRIX fault|column|outcome|reproduction", which the
 # host half collects into build/results/fault-matrix.txt.
-. /guest/lib.sh
+# Sourced at the end of emu-faults.guest.sh (make check), with MATRIX_FN the
+# function to use and MATRIX_EMU_CH its emulator channel; run on its own by
+# suite "fault-matrix" (make soak), on the only function.
+command -v check >/dev/null || . /guest/lib.sh
 . /guest/dmatest.sh # plx_functions stat_of
 
 LOAD_DEPTH=${LOAD_DEPTH:-256}
@@ -29,9 +32,14 @@ DRV=/sys/bus/pci/drivers/rust_plx_dma
 # Never mapped by the guest's IOMMU (see emu-faults.sh).
 BAD_IOVA=0xdead0000
 
-set -- $(plx_functions)
-check "one PLX-model function on the PCI bus" test "$#" -eq 1
-FN=$1
+EMU_CH=${MATRIX_EMU_CH:-0}
+if [ -n "${MATRIX_FN:-}" ]; then
+	FN=$MATRIX_FN
+else
+	set -- $(plx_functions)
+	check "one PLX-model function on the PCI bus" test "$#" -eq 1
+	FN=$1
+fi
 check "modprobe rust_plx_dma watchdog_ms=$WATCHDOG_MS" modprobe rust_plx_dma watchdog_ms=$WATCHDOG_MS
 
 # The channel of the function (its number changes when it comes back).
@@ -55,16 +63,15 @@ load() {
 parse_load() {
 	line=$(dmesg | sed -n "/$1/,\$p" | sed -n 's/^\[[^]]*\] plx_load_client: //p' | tail -n 1)
 	echo "# $2: ${line:-no summary} (status $L_rc)"
-	for f in copies done ok read_failed write_failed aborted stopped mismatches; do
-		v=$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n "s/^$f=//p")
-		eval "L_$f=\${v:--1}"
-	done
+	L_copies=-1 L_done=-1 L_ok=-1 L_read_failed=-1 L_write_failed=-1 L_aborted=-1 L_stopped=-1 L_mismatches=-1
+	eval "$(printf '%s\n' "$line" | tr ' ' '\n' |
+		sed -nE 's/^(copies|done|ok|read_failed|write_failed|aborted|stopped|mismatches)=([0-9]+)$/L_\1=\2/p')"
 }
 
 # clean_run: the channel copies again, every copy right.
 clean_run() {
-	load clean depth=64 copies=200 max_size=16384
-	test "$L_rc" -eq 0 -a "$L_ok" -eq 200 -a "$L_mismatches" -eq 0
+	load clean depth=32 copies=64 max_size=16384
+	test "$L_rc" -eq 0 -a "$L_ok" -eq 64 -a "$L_mismatches" -eq 0
 }
 
 # settled: the last run ended by itself, all it submitted settled, and no
@@ -116,7 +123,7 @@ at() { if [ "$1" = idle ]; then echo "$2"; else echo "$3"; fi; }
 # column's load; EXPECT (errors, none) says whether copies must fail.
 device_fault() {
 	name=$1 column=$2 n=$3 expect=$4
-	host_ctl fault 0 "$name" "$n"
+	host_ctl fault "$EMU_CH" "$name" "$n"
 	load "$name-$column" $(run_params "$column")
 	settled || return 1
 	case "$expect" in
@@ -138,7 +145,7 @@ for column in idle load; do
 		set -- $spec
 		IFS=$old_ifs title=$1 name=$2 idle_n=$3 load_n=$4 expect=$5
 		n=$(at "$column" "$idle_n" "$load_n")
-		cell "$title" "$column" "host_ctl fault 0 $name $n; modprobe plx_load_client $p" \
+		cell "$title" "$column" "host_ctl fault $EMU_CH $name $n; modprobe plx_load_client $p" \
 			device_fault "$name" "$column" "$n" "$expect"
 	done
 done
@@ -162,7 +169,7 @@ done
 stalled() {
 	column=$1 n=$2
 	before=$(stat_of "$FN" stalls)
-	host_ctl fault 0 hang "$n"
+	host_ctl fault "$EMU_CH" hang "$n"
 	load "hang-$column" $(run_params "$column")
 	after=$(stat_of "$FN" stalls)
 	echo "# watchdog stalls: $before before, $after after"
@@ -170,7 +177,7 @@ stalled() {
 }
 for column in idle load; do
 	n=$(at "$column" 3 1000)
-	cell "stall past the watchdog" "$column" "host_ctl fault 0 hang $n; modprobe plx_load_client $(run_params "$column")" \
+	cell "stall past the watchdog" "$column" "host_ctl fault $EMU_CH hang $n; modprobe plx_load_client $(run_params "$column")" \
 		stalled "$column" "$n"
 done
 
