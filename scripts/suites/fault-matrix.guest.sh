@@ -276,10 +276,10 @@ check "$CYCLES unbind/bind and $CYCLES rmmod/modprobe cycles, each under a 256-d
 # --- make soak: one long verifying run -----------------------------------
 if [ "$SOAK_COPIES" -gt 0 ]; then
 	soak_run() {
-		load soak depth=$LOAD_DEPTH copies="$SOAK_COPIES" max_size=65536 timeout_ms=60000
+		load soak depth=$LOAD_DEPTH copies="$SOAK_COPIES" max_size=4096 timeout_ms=60000
 		test "$L_rc" -eq 0 -a "$L_ok" -eq "$SOAK_COPIES" -a "$L_mismatches" -eq 0
 	}
-	check "$SOAK_COPIES verified copies of 64 B to 64 KiB, 256 deep, none wrong" soak_run
+	check "$SOAK_COPIES verified copies of 64 B to 4 KiB, 256 deep, none wrong" soak_run
 fi
 
 finish

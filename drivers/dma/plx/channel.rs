@@ -717,7 +717,8 @@ impl PlxChannel {
     }
 
     /// The device is going away: fail new work, stop, abort in-flight work.
-    pub(crate) fn shutdown(&self) {
+    /// Returns whether a client had copies in flight (now aborted).
+    pub(crate) fn shutdown(&self) -> bool {
         {
             let mut st = self.state.lock();
             st.dead = true;
@@ -727,11 +728,13 @@ impl PlxChannel {
         // with this one.
         self.wait_recovery_idle();
         self.wait_terminate_idle();
+        let busy = self.state.lock().in_flight() != 0;
         if self.stop_and_abort().is_err() {
             // Clients were told at the removal watch, before this: the
             // descriptors end now, as the device loses bus mastering.
             self.drain(Drain::All);
         }
+        busy
     }
 }
 

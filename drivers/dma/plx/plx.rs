@@ -328,11 +328,12 @@ impl PinnedDrop for PlxDma<'_> {
         // Clients may still hold the channel: fail their new requests,
         // stop the engine and abort what is in flight while the ring and
         // the registers are still mapped.
-        self.chan.shutdown();
+        let aborted = self.chan.shutdown();
         self.irq.synchronize();
         // A client told of the end by its aborted copies gets a moment to
         // release the channel and unmap its buffers before the device goes.
-        if !self.chan.wait_released(Delta::from_secs(1)) {
+        // (An idle one has nothing to react to: no wait for it.)
+        if aborted && !self.chan.wait_released(Delta::from_secs(1)) {
             dev_info!(
                 self.pdev,
                 "remove: a client still holds the channel; unregistering anyway\n"
