@@ -222,15 +222,16 @@ for column in idle load; do
 done
 
 # --- rmmod ---------------------------------------------------------------
-# rmmod_cell COLUMN: idle, the driver goes and comes back; under load,
-# rmmod is refused while the load holds the channel, which it does not
-# disturb, and succeeds after.
+# rmmod_cell COLUMN [MS]: idle, the driver goes and comes back; under load
+# (for MS milliseconds, 3000 by default), rmmod is refused while the load
+# holds the channel, which it does not disturb, and succeeds after.
 rmmod_cell() {
-	column=$1
+	column=$1 ms=${2:-3000}
 	if [ "$column" = load ]; then
 		mark="fault-matrix-rmmod-$$-$(date +%s%N)"
 		echo "$mark" >/dev/kmsg
-		modprobe plx_load_client channel="$(chan)" depth=$LOAD_DEPTH copies=$LOAD_COPIES max_size=16384 &
+		modprobe plx_load_client channel="$(chan)" depth=$LOAD_DEPTH copies=10000000 \
+			duration_ms="$ms" max_size=16384 &
 		bg=$!
 		sleep 1
 		refused=0
@@ -240,14 +241,14 @@ rmmod_cell() {
 		rmmod plx_load_client 2>/dev/null
 		parse_load "$mark" rmmod-load
 		echo "# rmmod during the load refused: $refused"
-		settled && test "$refused" -eq 1 -a "$L_ok" -eq "$LOAD_COPIES" || return 1
+		settled && test "$refused" -eq 1 -a "$L_ok" -eq "$L_copies" || return 1
 	else
 		L_copies=0 L_done=0 L_ok=0 L_read_failed=0 L_write_failed=0 L_aborted=0 L_mismatches=0 L_stopped=0 L_rc=0
 	fi
 	rmmod rust_plx_dma && modprobe rust_plx_dma watchdog_ms=$WATCHDOG_MS
 }
 for column in idle load; do
-	cell "rmmod" "$column" "rmmod rust_plx_dma; modprobe rust_plx_dma" rmmod_cell "$column"
+	cell "rmmod" "$column" "rmmod rust_plx_dma; modprobe rust_plx_dma (under load: while plx_load_client duration_ms=3000 runs)" rmmod_cell "$column"
 done
 
 # --- cycles under load ---------------------------------------------------
@@ -263,13 +264,9 @@ cycles() {
 	done
 	clean_run
 }
-# rmmod_quick: rmmod_cell with a short load.
+# rmmod_quick: rmmod_cell with a load of two seconds.
 rmmod_quick() {
-	LOAD_COPIES_SAVED=$LOAD_COPIES LOAD_COPIES=500
-	rmmod_cell load >/dev/null
-	r=$?
-	LOAD_COPIES=$LOAD_COPIES_SAVED
-	return $r
+	rmmod_cell load 2000 >/dev/null
 }
 check "$CYCLES unbind/bind and $CYCLES rmmod/modprobe cycles, each under a 256-deep load" cycles
 

@@ -16,8 +16,8 @@
  * provider report it failed.
  *
  * It stops early, without error, when the channel stops taking copies
- * (the provider's device went away: prep or submit fails); what was in
- * flight must still settle.  The load fails with -EIO if a copy reported
+ * (the provider's device went away: prep or submit fails) or when
+ * @duration_ms has passed; what was in flight must still settle.  The load fails with -EIO if a copy reported
  * done does not hold its bytes, and with -ETIMEDOUT if nothing settles for
  * @timeout_ms while copies are in flight.  It prints one line:
  *
@@ -67,6 +67,10 @@ MODULE_PARM_DESC(bad_copy, "copy number (from 1) that reads from bad_iova; 0: no
 static unsigned long bad_iova = 0xdead0000;
 module_param(bad_iova, ulong, 0444);
 MODULE_PARM_DESC(bad_iova, "an IOVA nothing maps, page aligned (default 0xdead0000)");
+
+static unsigned int duration_ms;
+module_param(duration_ms, uint, 0444);
+MODULE_PARM_DESC(duration_ms, "stop submitting after this long, even short of copies (0: no limit)");
 
 static unsigned int timeout_ms = 15000;
 module_param(timeout_ms, uint, 0444);
@@ -201,12 +205,16 @@ static void reap_one(unsigned int i)
 static int run(void)
 {
 	unsigned long timeout = msecs_to_jiffies(timeout_ms);
-	unsigned int head = 0, tail = 0, in_flight = 0;
+	unsigned long end = jiffies + msecs_to_jiffies(duration_ms);
+	unsigned int head = 0, tail = 0, in_flight = 0, limit = copies;
 
 	for (;;) {
 		unsigned int queued = 0;
 
-		while (!load.stopped && load.submitted < copies && in_flight < depth) {
+		if (duration_ms && time_after(jiffies, end))
+			limit = min(limit, load.submitted);
+
+		while (!load.stopped && load.submitted < limit && in_flight < depth) {
 			if (!submit_one(head)) {
 				/*
 				 * Refused with nothing in flight: the channel
