@@ -717,8 +717,7 @@ impl PlxChannel {
     }
 
     /// The device is going away: fail new work, stop, abort in-flight work.
-    /// Returns whether a client had copies in flight (now aborted).
-    pub(crate) fn shutdown(&self) -> bool {
+    pub(crate) fn shutdown(&self) {
         {
             let mut st = self.state.lock();
             st.dead = true;
@@ -728,22 +727,21 @@ impl PlxChannel {
         // with this one.
         self.wait_recovery_idle();
         self.wait_terminate_idle();
-        let busy = self.state.lock().in_flight() != 0;
         if self.stop_and_abort().is_err() {
             // Clients were told at the removal watch, before this: the
             // descriptors end now, as the device loses bus mastering.
             self.drain(Drain::All);
         }
-        busy
     }
 }
 
 impl PlxChannel {
     /// Waits up to `timeout` for the channel's client to release it, after
-    /// [`Self::shutdown`] aborted its copies. A client that lets go now
-    /// unmaps its buffers while the device still has its IOMMU domain; one
-    /// that keeps the channel is left to do so after the device is gone.
-    /// Returns whether the channel is free.
+    /// [`Self::shutdown`]: its copies were aborted and its next prep fails,
+    /// which is how a dmaengine client learns that its channel is going. A
+    /// client that lets go now unmaps its buffers while the device still
+    /// has its IOMMU domain; one that keeps the channel is left to do so
+    /// after the device is gone. Returns whether the channel is free.
     pub(crate) fn wait_released(&self, timeout: Delta) -> bool {
         let start = Instant::<Monotonic>::now();
         loop {

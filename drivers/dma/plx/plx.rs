@@ -328,12 +328,13 @@ impl PinnedDrop for PlxDma<'_> {
         // Clients may still hold the channel: fail their new requests,
         // stop the engine and abort what is in flight while the ring and
         // the registers are still mapped.
-        let aborted = self.chan.shutdown();
+        self.chan.shutdown();
         self.irq.synchronize();
-        // A client told of the end by its aborted copies gets a moment to
-        // release the channel and unmap its buffers before the device goes.
-        // (An idle one has nothing to react to: no wait for it.)
-        if aborted && !self.chan.wait_released(Delta::from_secs(1)) {
+        // A client told of the end (its copies aborted, its next prep
+        // refused) gets a moment to release the channel and unmap its
+        // buffers before the device goes; even an idle one may be about to
+        // prep.
+        if !self.chan.wait_released(Delta::from_secs(1)) {
             dev_info!(
                 self.pdev,
                 "remove: a client still holds the channel; unregistering anyway\n"
