@@ -68,6 +68,30 @@ parse_load() {
 		sed -nE 's/^(copies|done|ok|read_failed|write_failed|aborted|stopped|mismatches)=([0-9]+)$/L_\1=\2/p')"
 }
 
+# load_start PARAM...: starts a long plx_load_client (256 deep, up to 16 KiB)
+# in the background and gives it a second to fill its queue.
+load_start() {
+	mark="fault-matrix-bg-$$-$(date +%s%N)"
+	echo "$mark" >/dev/kmsg
+	modprobe plx_load_client channel="$(chan)" depth=$LOAD_DEPTH copies=10000000 max_size=16384 "$@" &
+	bg=$!
+	sleep 1
+}
+
+# load_wait LABEL: waits for the load load_start began; its status and
+# summary in $L_*.
+load_wait() {
+	L_rc=0
+	wait "$bg" || L_rc=$?
+	rmmod plx_load_client 2>/dev/null
+	parse_load "$mark" "$1"
+}
+
+# no_load: the $L_* of a cell that ran no load.
+no_load() {
+	L_copies=0 L_done=0 L_ok=0 L_read_failed=0 L_write_failed=0 L_aborted=0 L_mismatches=0 L_stopped=0 L_rc=0
+}
+
 # clean_run: the channel copies again, every copy right.
 clean_run() {
 	load clean depth=32 copies=64 max_size=16384
@@ -186,24 +210,15 @@ done
 # removal) and brings it back; under load, while copies are in flight.
 gone() {
 	column=$1 how=$2
-	if [ "$column" = load ]; then
-		mark="fault-matrix-$how-$$-$(date +%s%N)"
-		echo "$mark" >/dev/kmsg
-		modprobe plx_load_client channel="$(chan)" depth=$LOAD_DEPTH copies=10000000 max_size=16384 &
-		bg=$!
-		sleep 1
-	fi
+	[ "$column" = load ] && load_start
 	case "$how" in
 	unbind) echo "$FN" >$DRV/unbind ;;
 	remove) echo 1 >"/sys/bus/pci/devices/$FN/remove" ;;
 	esac
 	if [ "$column" = load ]; then
-		L_rc=0
-		wait "$bg" || L_rc=$?
-		rmmod plx_load_client 2>/dev/null
-		parse_load "$mark" "$how-load"
+		load_wait "$how-load"
 	else
-		L_copies=0 L_done=0 L_ok=0 L_read_failed=0 L_write_failed=0 L_aborted=0 L_mismatches=0 L_stopped=0 L_rc=0
+		no_load
 	fi
 	case "$how" in
 	unbind) echo "$FN" >$DRV/bind ;;
@@ -228,22 +243,14 @@ done
 rmmod_cell() {
 	column=$1 ms=${2:-3000}
 	if [ "$column" = load ]; then
-		mark="fault-matrix-rmmod-$$-$(date +%s%N)"
-		echo "$mark" >/dev/kmsg
-		modprobe plx_load_client channel="$(chan)" depth=$LOAD_DEPTH copies=10000000 \
-			duration_ms="$ms" max_size=16384 &
-		bg=$!
-		sleep 1
+		load_start duration_ms="$ms"
 		refused=0
 		rmmod rust_plx_dma 2>/dev/null || refused=1
-		L_rc=0
-		wait "$bg" || L_rc=$?
-		rmmod plx_load_client 2>/dev/null
-		parse_load "$mark" rmmod-load
+		load_wait rmmod-load
 		echo "# rmmod during the load refused: $refused"
 		settled && test "$refused" -eq 1 -a "$L_ok" -eq "$L_copies" || return 1
 	else
-		L_copies=0 L_done=0 L_ok=0 L_read_failed=0 L_write_failed=0 L_aborted=0 L_mismatches=0 L_stopped=0 L_rc=0
+		no_load
 	fi
 	rmmod rust_plx_dma && modprobe rust_plx_dma watchdog_ms=$WATCHDOG_MS
 }
