@@ -89,6 +89,12 @@ done
 
 append="console=ttyS0 panic=-1 oops=panic intel_iommu=on iommu.strict=1 loglevel=7"
 append+=" kmemleak=on hung_task_panic=0"
+# The test kernel's kmemleak would miss kmalloc leaks without this: a cache
+# with per-CPU sheaves keeps the pointers it hands out in its sheaf arrays,
+# themselves kmalloc'ed and scanned, so every fresh object looks referenced.
+# A debug flag (red zones) takes the kmalloc caches off sheaves; the bench
+# suite leaks blocks on purpose to prove they are reported.
+[ "$flavour" = test ] && append+=" slab_debug=Z,kmalloc-*"
 # 4-level paging.  With -cpu max the guest has LA57, and identify_cpu()
 # rereads the boot CPU's feature bits: while LA57 reads as clear,
 # pgtable_l5_enabled() is false, and an interrupt taken in that window makes

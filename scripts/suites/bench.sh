@@ -14,13 +14,19 @@ rc=0
 guest_tap bench
 check "bench guest ran to the end with status 0, no splat" test "$rc" -eq 0
 
-# 2. The splat detector is real: a provoked WARN_ON must fail the run.
-echo 'modprobe splat_trigger fire=1; rmmod splat_trigger' >"$tmp/splat.sh"
+# 2. The splat detector is real: a provoked WARN_ON must fail the run, and
+# a block leaked just before the guest's closing kmemleak scans must be
+# reported by them.
+echo 'modprobe splat_trigger fire=1 leak=1; rmmod splat_trigger' >"$tmp/splat.sh"
 rc=0
 "$REPO/scripts/guest-run.sh" -n bench-splat -t 300 "$tmp/splat.sh" || rc=$?
 check "a provoked WARN_ON fails the guest run (status 126)" test "$rc" -eq 126
 check "the provoked WARNING is in the console log" \
 	grep -q 'WARNING: .*splat_trigger' "$results/bench-splat.console"
+# (each report's fourth line is the first 16 bytes: the fill 0x5a)
+check "the closing kmemleak scans report the 8 leaked blocks" \
+	test "$(grep -A3 'unreferenced object 0x.* (size 1024)' "$results/bench-splat.console" |
+		grep -c '^ *5a 5a 5a 5a 5a 5a 5a 5a 5a 5a 5a 5a 5a 5a 5a 5a')" -eq 8
 
 # 3. A run that overstays its timeout is stopped and fails.
 echo 'sleep 600' >"$tmp/sleep.sh"

@@ -31,17 +31,25 @@
 #include "kselftest_harness.h"
 
 /*
- * Every test registers two 16 MiB regions and fills one byte by byte; on
- * an emulated guest with KASAN (rxe on a busy host above all) that alone
- * can take most of the harness's default 30 s, so no test gets less than
- * this.
+ * Every test registers two regions and fills one byte by byte; for the
+ * tests that need 16 MiB, on an emulated guest with KASAN (rxe on a busy
+ * host above all), that alone can take most of the harness's default 30 s,
+ * so no test gets less than this.
  */
 #undef TEST_TIMEOUT_DEFAULT
 #define TEST_TIMEOUT_DEFAULT 180
 
 #define PAGE 4096UL
 #define MiB (1UL << 20)
-#define BUF (16 * MiB + 2 * PAGE)
+/*
+ * Each region: 16 MiB and two pages for the tests that move 16 MiB or
+ * place 1 MiB requests side by side, 1 MiB and two pages for the others.
+ * Filling, registering and checking the regions is most of a test's time
+ * under emulation, so the small tests keep them small.
+ */
+#define BIG_BUF (16 * MiB + 2 * PAGE)
+#define SMALL_BUF (MiB + 2 * PAGE)
+#define BUF (self->buf)
 #define CANARY 0x5a
 #define DEPTH 16
 
@@ -54,8 +62,16 @@ FIXTURE(pair) {
 	union ibv_gid gid;
 	int gid_index;
 	unsigned char *src, *dst;
+	size_t buf;	/* bytes of each region: BIG_BUF or SMALL_BUF */
 	struct ibv_mr *src_mr, *dst_mr;
 };
+
+/* Whether test @name needs regions of BIG_BUF. */
+static int needs_big_buf(const char *name)
+{
+	return strstr(name, "16MiB") || !strcmp(name, "dereg_target_while_writing") ||
+	       !strcmp(name, "destroy_qp_with_requests_queued");
+}
 
 /* One observation, the same on every device that behaves alike. */
 #define OUTCOME(fmt, ...) \
@@ -165,6 +181,7 @@ FIXTURE_SETUP(pair)
 
 	if (!name)
 		SKIP(return, "PLX_RDMA_DEV names no device");
+	self->buf = needs_big_buf(_metadata->name) ? BIG_BUF : SMALL_BUF;
 	self->ctx = open_named(name);
 	ASSERT_NE(NULL, self->ctx) TH_LOG("open %s: %s", name, strerror(errno));
 	ASSERT_EQ(0, ibv_query_port(self->ctx, 1, &self->port));
