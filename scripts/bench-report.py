@@ -67,7 +67,8 @@ def parse_run(path, tap, rows):
                        mb_per_s=nbytes / 1e6 / secs if secs else 0.0,
                        iops=n / secs if secs else 0.0,
                        cpu_ms_per_gib=busy * 1000 / hz / (nbytes / GIB) if nbytes else NAN,
-                       cpu_us_per_copy=busy * 1e6 / hz / n if n else NAN)
+                       cpu_us_per_copy=busy * 1e6 / hz / n if n else NAN,
+                       submit_us_per_copy=int(f[13]) / 1e3 / n if len(f) > 13 and n else NAN)
         elif f[1] == "stalls":
             row.update(kind="stalls", driver=f[2], count=int(f[4]))
         elif f[1] == "rdma":
@@ -196,6 +197,14 @@ def report_depth(rows, paths, out):
             c = depth_med(rows, path, "plx_dma", "default", 64, q, 1, "iops")
             vals = [depth_med(rows, path, "rust_plx_dma", m, 64, q, 1, "iops") for m in modes]
             print(f"{path:>8} {q:>5} {c:>8.0f} " + " ".join(f"{v:>28.0f}" for v in vals))
+    print("\nthe client's thread preparing, submitting and issuing, microseconds per copy, one channel"
+          " at depth 256, default modes (median)")
+    print(f"{'path':>8} {'size':>8} {'C':>8} {'Rust':>8} {'Rust/C':>7}")
+    for path in paths:
+        for s in (64, 4096):
+            c = depth_med(rows, path, "plx_dma", "default", s, 256, 1, "submit_us_per_copy")
+            r_ = depth_med(rows, path, "rust_plx_dma", "default", s, 256, 1, "submit_us_per_copy")
+            print(f"{path:>8} {s:>8} {c:>8.2f} {r_:>8.2f} {ratio(r_, c):>7.2f}")
     print("\ntwo channels vs one at depth 16, aggregate MB/s (median)")
     print(f"{'path':>8} {'driver':>13} {'size':>8} {'1 chan':>8} {'2 chans':>8} {'2/1':>6}")
     for path in paths:

@@ -35,7 +35,9 @@ depth_copies_for() {
 cpu_busy() { awk '/^cpu /{ print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat; }
 
 # depth_run DRIVER MODE REP SIZE DEPTH CHANNELS: one plx_depth_bench load:
-#   BENCH depth DRIVER MODE SIZE DEPTH CHANNELS REP COPIES BYTES NS BUSY_JIFFIES HZ
+#   BENCH depth DRIVER MODE SIZE DEPTH CHANNELS REP COPIES BYTES NS BUSY_JIFFIES HZ SUBMIT_NS
+# (SUBMIT_NS: the time the client's threads spent preparing, submitting and
+# issuing, summed over the channels)
 depth_run() {
 	local drv=$1 mode=$2 rep=$3 size=$4 depth=$5 chans=$6 b0 b1 line
 	local n
@@ -52,7 +54,9 @@ depth_run() {
 	b1=$(cpu_busy)
 	rmmod plx_depth_bench
 	line=$(dmesg | sed -n "/$mark/,\$p" | grep 'plx_depth_bench: total' | tail -n 1)
-	echo "$line" | sed -n 's/.* copies=\([0-9]*\) bytes=\([0-9]*\) ns=\([0-9]*\).*/BENCH depth '"$drv $mode $size $depth $chans $rep"' \1 \2 \3 '"$((b1 - b0)) $(getconf CLK_TCK 2>/dev/null || echo 100)"'/p'
+	submit=$(dmesg | sed -n "/$mark/,\$p" | sed -n 's/.*plx_depth_bench: chan=.* submit_ns=\([0-9]*\).*/\1/p' |
+		awk '{ s += $1 } END { print s + 0 }')
+	echo "$line" | sed -n 's/.* copies=\([0-9]*\) bytes=\([0-9]*\) ns=\([0-9]*\).*/BENCH depth '"$drv $mode $size $depth $chans $rep"' \1 \2 \3 '"$((b1 - b0)) $(getconf CLK_TCK 2>/dev/null || echo 100) $submit"'/p'
 }
 
 # depth_bench DRIVER MODE REP FULL: the size x depth grid on one channel
