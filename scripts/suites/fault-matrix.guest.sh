@@ -23,7 +23,7 @@ command -v check >/dev/null || . /guest/lib.sh
 LOAD_DEPTH=${LOAD_DEPTH:-256}
 LOAD_COPIES=${LOAD_COPIES:-2000}
 # Unbind/bind and rmmod/modprobe cycles under load (make soak: 100 each).
-CYCLES=${CYCLES:-3}
+CYCLES=${CYCLES:-2}
 # make soak: one long verifying run of this many copies (0: none).
 SOAK_COPIES=${SOAK_COPIES:-0}
 IDLE_COPIES=6
