@@ -73,7 +73,12 @@ pub(crate) fn run_send_queue(qp: &Arc<Qp>) {
                 qp.complete_send(send_wc(qp, &wqe, status, 0));
                 qp.enter_error();
             }
-            Outcome::Stopped => return,
+            Outcome::Stopped => {
+                // The QP is being destroyed, and its destroy waits for
+                // the worker to be idle.
+                qp.worker_stopped();
+                return;
+            }
         }
     }
 }

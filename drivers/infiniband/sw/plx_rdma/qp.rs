@@ -580,6 +580,12 @@ impl Qp {
         }
     }
 
+    /// The work item gave up on a request because the QP is being
+    /// destroyed ([`Self::stopping`]): it is idle from now on.
+    pub(crate) fn worker_stopped(&self) {
+        self.state.lock().worker = false;
+    }
+
     /// Stops the work item and waits until it is idle; nothing completes
     /// afterwards. For destroy.
     pub(crate) fn shut_down(&self) {

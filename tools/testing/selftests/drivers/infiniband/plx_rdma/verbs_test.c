@@ -873,6 +873,29 @@ TEST_F(pair, dereg_target_while_writing)
 		EXPECT_EQ(0, memcmp(self->src, self->dst, 16 << 20));
 }
 
+/*
+ * Destroying a QP whose SEND waits for good for a receive (rnr_retry 7,
+ * none posted) returns: the waiting request is dropped with the QP.
+ */
+TEST_F(pair, destroy_qp_while_send_waits_for_receive)
+{
+	struct timespec t0, t;
+	int ret;
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE, 7));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_SEND, self->src, 64, self->src_mr->lkey,
+			       0, 0, 0, IBV_SEND_SIGNALED, 1));
+	/* Long enough for the request to be retrying. */
+	usleep(200000);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = ibv_destroy_qp(self->a);
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	self->a = NULL;
+	EXPECT_EQ(0, ret);
+	EXPECT_GT(10, t.tv_sec - t0.tv_sec) TH_LOG("destroy took %ld s", (long)(t.tv_sec - t0.tv_sec));
+	OUTCOME("destroy=%d", ret);
+}
+
 /* Destroying a QP with requests queued and running returns at once and
  * leaves the device usable. */
 TEST_F(pair, destroy_qp_with_requests_queued)
