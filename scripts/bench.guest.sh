@@ -39,7 +39,7 @@ cpu_busy() { awk '/^cpu /{ print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat; }
 # (SUBMIT_NS: the time the client's threads spent preparing, submitting and
 # issuing, summed over the channels)
 depth_run() {
-	local drv=$1 mode=$2 rep=$3 size=$4 depth=$5 chans=$6 b0 b1 line
+	local drv=$1 mode=$2 rep=$3 size=$4 depth=$5 chans=$6 b0 b1 line log submit
 	local n
 	n=$(depth_copies_for "$size")
 	mark="bench-depth-$$-$(date +%s)-$RANDOM"
@@ -53,8 +53,9 @@ depth_run() {
 	fi
 	b1=$(cpu_busy)
 	rmmod plx_depth_bench
-	line=$(dmesg | sed -n "/$mark/,\$p" | grep 'plx_depth_bench: total' | tail -n 1)
-	submit=$(dmesg | sed -n "/$mark/,\$p" | sed -n 's/.*plx_depth_bench: chan=.* submit_ns=\([0-9]*\).*/\1/p' |
+	log=$(dmesg | sed -n "/$mark/,\$p")
+	line=$(echo "$log" | grep 'plx_depth_bench: total' | tail -n 1)
+	submit=$(echo "$log" | sed -n 's/.*plx_depth_bench: chan=.* submit_ns=\([0-9]*\).*/\1/p' |
 		awk '{ s += $1 } END { print s + 0 }')
 	echo "$line" | sed -n 's/.* copies=\([0-9]*\) bytes=\([0-9]*\) ns=\([0-9]*\).*/BENCH depth '"$drv $mode $size $depth $chans $rep"' \1 \2 \3 '"$((b1 - b0)) $(getconf CLK_TCK 2>/dev/null || echo 100) $submit"'/p'
 }

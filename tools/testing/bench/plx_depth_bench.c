@@ -21,12 +21,12 @@
  * stopped moving or no channel was free, and prints per channel and in
  * total:
  *
- *   plx_depth_bench: chan=dma0chan0 size=65536 depth=16 copies=4000 ns=812345678 errors=0 verified=1 submit_ns=4567890 refills=250 callbacks_ns=1234567
+ *   plx_depth_bench: chan=dma0chan0 size=65536 depth=16 copies=4000 ns=812345678 errors=0 verified=1 submit_ns=4567890 refills=250
  *   plx_depth_bench: total channels=2 size=65536 depth=16 copies=8000 bytes=524288000 ns=...
  *
  * submit_ns is the time the thread spent preparing, submitting and issuing
- * copies (refills: how many times it did), callbacks_ns the time spent in
- * the completion callbacks: with ns they show where a provider's time goes.
+ * copies (refills: how many times it did): with ns it shows how much of a
+ * provider's time goes to submission.
  *
  * Unload it afterwards.
  */
@@ -88,7 +88,6 @@ struct worker {
 	u64 ns;
 	u64 submit_ns;
 	unsigned int refills;
-	atomic64_t callbacks_ns;
 	int ret;
 	bool verified;
 	struct completion done;
@@ -110,7 +109,6 @@ static bool want_channel(struct dma_chan *chan, void *param)
 static void copy_done(void *param, const struct dmaengine_result *res)
 {
 	struct worker *w = param;
-	u64 t0 = ktime_get_ns();
 	unsigned int done;
 
 	if (res->result != DMA_TRANS_NOERROR)
@@ -118,7 +116,6 @@ static void copy_done(void *param, const struct dmaengine_result *res)
 	done = atomic_inc_return(&w->completed);
 	if (READ_ONCE(w->submitted) - done <= w->low || done == copies)
 		wake_up(&w->wq);
-	atomic64_add(ktime_get_ns() - t0, &w->callbacks_ns);
 }
 
 static void free_buffers(struct worker *w)
@@ -349,10 +346,9 @@ static int __init depth_bench_init(void)
 		struct worker *w = &workers[i];
 
 		wait_for_completion(&w->done);
-		pr_info("chan=%s size=%u depth=%u copies=%u ns=%llu errors=%d verified=%d submit_ns=%llu refills=%u callbacks_ns=%lld\n",
+		pr_info("chan=%s size=%u depth=%u copies=%u ns=%llu errors=%d verified=%d submit_ns=%llu refills=%u\n",
 			dma_chan_name(w->chan), size, depth, atomic_read(&w->completed),
-			w->ns, atomic_read(&w->errors), w->verified, w->submit_ns, w->refills,
-			(s64)atomic64_read(&w->callbacks_ns));
+			w->ns, atomic_read(&w->errors), w->verified, w->submit_ns, w->refills);
 		if (w->ret && !ret)
 			ret = w->ret;
 		ns = max(ns, w->ns);
