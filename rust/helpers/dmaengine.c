@@ -84,23 +84,56 @@ static void rdma_free_chan_resources(struct dma_chan *chan)
 	chan_ops(chan)->free_chan_resources(to_rchan(chan)->ctx);
 }
 
+/*
+ * The Rust channels guard their rings with _bh spinlocks, as the C plx_dma
+ * and ioatdma do: a client in hard IRQ context, or with interrupts off,
+ * could interrupt a holder on its own CPU.  Such calls are refused (prep,
+ * submit, issue) or answered without reaping (tx_status), never taken.
+ */
+static noinline __cold bool rdma_refuse(struct dma_chan *chan, const char *op)
+{
+	dev_warn_ratelimited(&chan->dev->device,
+			     "%s with interrupts disabled: refused\n", op);
+	return true;
+}
+
+static __always_inline bool rdma_atomic_caller(struct dma_chan *chan,
+					       const char *op)
+{
+	return unlikely(irqs_disabled()) && rdma_refuse(chan, op);
+}
+
 static struct dma_async_tx_descriptor *
 rdma_prep_memcpy(struct dma_chan *chan, dma_addr_t dst, dma_addr_t src,
 		 size_t len, unsigned long flags)
 {
-	return chan_ops(chan)->prep_memcpy(to_rchan(chan)->ctx, dst, src, len,
-					   flags);
+	struct dma_async_tx_descriptor *txd;
+
+	if (rdma_atomic_caller(chan, "prep_memcpy"))
+		return NULL;
+	txd = chan_ops(chan)->prep_memcpy(to_rchan(chan)->ctx, dst, src, len,
+					  flags);
+	/* The caller's now: recorded here rather than by a call from Rust. */
+	if (txd)
+		txd->flags = flags;
+	return txd;
 }
 
 static dma_cookie_t rdma_tx_submit(struct dma_async_tx_descriptor *txd)
 {
 	struct rust_dma_desc *d = container_of(txd, struct rust_dma_desc, txd);
 
+	/* The descriptor stays prepared, and goes back at free_chan_resources. */
+	if (rdma_atomic_caller(txd->chan, "tx_submit"))
+		return -EINVAL;
 	return chan_ops(txd->chan)->tx_submit(to_rchan(txd->chan)->ctx, d->idx);
 }
 
 static void rdma_issue_pending(struct dma_chan *chan)
 {
+	/* What was submitted stays queued for the next issue_pending. */
+	if (rdma_atomic_caller(chan, "issue_pending"))
+		return;
 	chan_ops(chan)->issue_pending(to_rchan(chan)->ctx);
 }
 
@@ -111,7 +144,8 @@ static enum dma_status rdma_tx_status(struct dma_chan *chan,
 	enum dma_status st = dma_cookie_status(chan, cookie, state);
 	u32 residue;
 
-	if (st == DMA_COMPLETE)
+	/* Interrupts off: the status as of the last reap. */
+	if (st == DMA_COMPLETE || irqs_disabled())
 		return st;
 	residue = chan_ops(chan)->tx_poll(to_rchan(chan)->ctx, cookie);
 	st = dma_cookie_status(chan, cookie, state);
@@ -270,12 +304,6 @@ struct dma_async_tx_descriptor *rust_dma_desc_alloc(struct dma_chan *chan,
 void rust_dma_desc_free(struct dma_async_tx_descriptor *txd)
 {
 	kfree(container_of(txd, struct rust_dma_desc, txd));
-}
-
-void rust_dma_desc_set_flags(struct dma_async_tx_descriptor *txd,
-			     unsigned long flags)
-{
-	txd->flags = flags;
 }
 
 dma_cookie_t rust_dma_desc_assign_cookie(struct dma_async_tx_descriptor *txd)

@@ -26,8 +26,6 @@ const char *rust_dma_chan_name(struct dma_chan *chan);
 struct dma_async_tx_descriptor *rust_dma_desc_alloc(struct dma_chan *chan,
 		unsigned long idx);
 void rust_dma_desc_free(struct dma_async_tx_descriptor *txd);
-void rust_dma_desc_set_flags(struct dma_async_tx_descriptor *txd,
-                             unsigned long flags);
 dma_cookie_t rust_dma_desc_assign_cookie(struct dma_async_tx_descriptor *txd);
 struct dmaengine_desc_callback;
 void rust_dma_desc_complete(struct dma_async_tx_descriptor *txd,

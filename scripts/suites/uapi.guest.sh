@@ -60,9 +60,9 @@ callbacks_reentrant() {
 	rmmod plx_callback_client 2>/dev/null
 	dmesg | sed -n "/$mark/,\$p" | sed -n 's/^\[[^]]*\] plx_callback_client: /# /p'
 	test "$loaded" -eq 0 &&
-		test "$(dmesg | sed -n "/$mark/,\$p" | grep -c 'plx_callback_client: ok ')" -eq 4
+		test "$(dmesg | sed -n "/$mark/,\$p" | grep -c 'plx_callback_client: ok ')" -eq 5
 }
-check "callbacks on dma0chan0 poll, terminate and resubmit on their own channel; a descriptor submitted twice is refused the second time and completes once" callbacks_reentrant
+check "callbacks on dma0chan0 poll, terminate and resubmit on their own channel; a descriptor submitted twice is refused the second time and completes once; prep and issue_pending with interrupts off are refused" callbacks_reentrant
 # The benchmark tool of `make bench` works (its numbers mean little here).
 line=$(/usr/local/bin/plx_dma_copy_bench 65536 64 1 2>&1)
 echo "$line" | sed 's/^/# /'

@@ -4,13 +4,14 @@
 //!
 //! # Ring protocol
 //!
-//! The ring lives in coherent DMA memory. Hardware slots are filled at
+//! The ring lives in coherent DMA memory. Hardware slots are taken at
 //! *submit* time, in cookie order, so that a client may prepare several
-//! descriptors and submit them in any order: the driver writes the
-//! addresses and size, but not VALID. `issue_pending` hands the batch
-//! submitted since the last one to the engine: one `dma_wmb()` orders the
-//! fields before the VALID bits, another the VALID bits before the one
-//! START doorbell of the batch. Which descriptors ask for a completion
+//! descriptors and submit them in any order. `issue_pending` hands the
+//! batch submitted since the last one to the engine: it writes the batch's
+//! addresses, then (after one `dma_wmb()`) each first word with its size
+//! and VALID, then (after another) rings the one START doorbell of the
+//! batch. Submitting touches no ring memory: one access to the ring per
+//! batch, not per descriptor. Which descriptors ask for a completion
 //! interrupt is decided there too, for the whole batch (see
 //! [`ChannelConfig`]). The engine clears VALID in its write-back, which is
 //! what completion reaps, from `tail` up to the first slot the engine
@@ -18,9 +19,10 @@
 //!
 //! # Locking
 //!
-//! - `state` (spinlock, IRQs off) orders the ring: head, tail, the slot
-//!   table, the free descriptors and cookie assignment (the [`Submitter`]).
-//! - `completions` (spinlock, IRQs off) serializes completions and queues
+//! - `state` (spinlock, softirqs off) orders the ring: head, tail, the
+//!   slot table, the free descriptors and cookie assignment (the
+//!   [`Submitter`]).
+//! - `completions` (spinlock, softirqs off) serializes completions and queues
 //!   the client callbacks they yield. It is taken before `state` when both
 //!   are needed. Callbacks run under no lock at all: one thread at a time
 //!   runs the queue in completion order, and a completion found meanwhile
@@ -34,7 +36,12 @@
 //!   terminator's work items) and sleep while the engine stops. It is
 //!   taken before the other two.
 //! - The hard IRQ handler touches none: it acknowledges the interrupt and
-//!   wakes the IRQ thread, which reaps.
+//!   queues the reap (a BH work item) or wakes the IRQ thread. Every
+//!   context that takes `state` or `completions` is a task or a softirq
+//!   (the reap, the watchdog's soft hrtimer), so both are `_bh` locks, as
+//!   the C `plx_dma`'s is: interrupts stay on, which costs far less than
+//!   masking them twice per copy. The C glue refuses clients that call in
+//!   with interrupts off (see `rust/helpers/dmaengine.c`).
 
 use crate::{
     dmaengine::{
@@ -46,7 +53,8 @@ use crate::{
     },
     hw_desc::{issued_word, HwDesc, WriteBack, FLAG_VALID, MAX_ADDRESS, MAX_COPY},
     regs::{self, BAR0_SIZE},
-    stats::Stats,
+    spinlock_bh::{new_spinlock_bh, SpinLockBh},
+    stats::{CompletionCounters, RingCounters, Snapshot, Stats},
 };
 use core::fmt;
 use kernel::{
@@ -54,14 +62,14 @@ use kernel::{
     devres::Devres,
     dma::{Coherent, DmaAddress},
     io::{io_read, io_write, register::Register, Io},
-    new_mutex, new_spinlock_irq, new_work,
+    new_mutex, new_work,
     pci::DevresBar,
     prelude::*,
     sync::{
         aref::ARef,
         atomic::{AtomicFlag, Relaxed},
         barrier::{dma_mb, Write},
-        Arc, ArcBorrow, Mutex, SpinLockIrq,
+        Arc, ArcBorrow, Mutex,
     },
     time::{delay::fsleep, hrtimer::HrTimer, Delta, Instant, Monotonic},
     workqueue::Work,
@@ -80,23 +88,26 @@ pub(crate) use watchdog::Watchdog;
 type Ring = Coherent<[HwDesc]>;
 
 /// Reads the first word of ring slot `slot`.
+#[inline]
 fn read_flags(ring: &Ring, slot: usize) -> Result<u32> {
     Ok(io_read!(ring, [try: slot].flags_and_size))
 }
 
 /// Writes the first word of ring slot `slot`.
+#[inline]
 fn write_flags(ring: &Ring, slot: usize, flags: u32) -> Result {
     io_write!(ring, [try: slot].flags_and_size, flags);
     Ok(())
 }
 
-/// Writes descriptor `hw` into ring slot `slot`.
-fn write_desc(ring: &Ring, slot: usize, hw: &HwDesc) -> Result {
+/// Writes the addresses of descriptor `hw` into ring slot `slot`, leaving
+/// its first word (VALID) alone.
+fn write_addresses(ring: &Ring, slot: usize, hw: &HwDesc) -> Result {
     io_write!(ring, [try: slot].dst_lo, hw.dst_lo);
     io_write!(ring, [try: slot].src_lo, hw.src_lo);
     io_write!(ring, [try: slot].dst_hi, hw.dst_hi);
     io_write!(ring, [try: slot].src_hi, hw.src_hi);
-    write_flags(ring, slot, hw.flags_and_size)
+    Ok(())
 }
 
 /// Completions handled per lock round trip.
@@ -150,6 +161,8 @@ struct RingState {
     watchdog: WatchdogState,
     /// What `terminate_all` asked of the terminator work item.
     terminate: TerminateState,
+    /// Submissions, bytes, doorbells and interrupt requests.
+    counters: RingCounters,
 }
 
 impl RingState {
@@ -221,6 +234,8 @@ struct Completions {
     spare: KVec<Ended>,
     /// A thread is running callbacks; it also runs those queued meanwhile.
     running: bool,
+    /// Descriptors completed and failed.
+    counters: CompletionCounters,
 }
 
 /// How [`PlxChannel::drain`] treats descriptors the engine has not finished.
@@ -244,9 +259,9 @@ pub(crate) struct PlxChannel {
     ring_dma: DmaAddress,
     size: u32,
     #[pin]
-    state: SpinLockIrq<RingState>,
+    state: SpinLockBh<RingState>,
     #[pin]
-    completions: SpinLockIrq<Completions>,
+    completions: SpinLockBh<Completions>,
     /// Set by the hard IRQ handler when the engine reported an error.
     error_pending: AtomicFlag,
     /// Serializes recoveries: the IRQ thread and the watchdog's work item
@@ -309,7 +324,7 @@ impl PlxChannel {
                 ring,
                 ring_dma,
                 size,
-                state <- new_spinlock_irq!(RingState {
+                state <- new_spinlock_bh!(RingState {
                     active: false,
                     attached: false,
                     dead: false,
@@ -324,13 +339,15 @@ impl PlxChannel {
                     submitter: None,
                     watchdog: WatchdogState::default(),
                     terminate: TerminateState::default(),
+                    counters: RingCounters::default(),
                 }, "plx_dma_ring"),
-                completions <- new_spinlock_irq!(
+                completions <- new_spinlock_bh!(
                     Completions {
                         completer: None,
                         queue,
                         spare,
                         running: false,
+                        counters: CompletionCounters::default(),
                     },
                     "plx_dma_completions"
                 ),
@@ -345,6 +362,20 @@ impl PlxChannel {
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// Every counter of the channel.
+    pub(crate) fn counters(&self) -> Snapshot {
+        // `completions` before `state`, as everywhere.
+        let done = self.completions.lock().counters;
+        let ring = self.state.lock().counters;
+        Snapshot {
+            ring,
+            done,
+            interrupts: Stats::get(&self.stats.interrupts),
+            recoveries: Stats::get(&self.stats.recoveries),
+            stalls: Stats::get(&self.stats.stalls),
+        }
     }
 
     /// Ring occupancy: descriptors submitted and not yet completed.
@@ -491,6 +522,7 @@ impl PlxChannel {
 
     /// Whether the client of the descriptor at free-running index `index`
     /// asked for a completion callback (`DMA_PREP_INTERRUPT`).
+    #[inline]
     fn asks_interrupt(&self, st: &RingState, index: u32) -> bool {
         st.in_ring[self.slot(index)]
             .as_ref()
@@ -522,9 +554,10 @@ impl PlxChannel {
             }
             total += n;
             for fin in done.iter_mut().take(n).filter_map(Option::take) {
+                let c = &mut comp.counters;
                 match fin.result() {
-                    TxResult::NoError => Stats::bump(&self.stats.completed),
-                    _ => Stats::bump(&self.stats.failed),
+                    TxResult::NoError => c.completed = c.completed.wrapping_add(1),
+                    _ => c.failed = c.failed.wrapping_add(1),
                 }
                 // No completer: the client and its pool are gone.
                 let Some(completer) = comp.completer.as_mut() else {
@@ -611,7 +644,7 @@ impl PlxChannel {
                 break;
             };
             if result == TxResult::NoError {
-                Stats::add(&self.stats.bytes, u64::from(d.len - residue));
+                st.counters.bytes = st.counters.bytes.wrapping_add(u64::from(d.len - residue));
             }
             let Some(token) = st.in_ring[slot].take() else {
                 break;
@@ -849,7 +882,7 @@ impl ChannelOps for PlxChannel {
             let _ = st.free.push_within_capacity(desc);
             return Err(ENODEV);
         };
-        match sub.prepare(desc, flags) {
+        match sub.prepare(desc) {
             Ok((prepared, token)) => {
                 st.prepared[id] = Some(token);
                 Ok(prepared)
@@ -870,22 +903,14 @@ impl ChannelOps for PlxChannel {
         if st.in_flight() >= self.size {
             return Cookie::error(ENOSPC);
         }
-        let Some(ring) = self.ring.try_access() else {
-            return Cookie::error(ENODEV);
-        };
         // Only a prepared descriptor has a token here: a second submit of
         // the same descriptor is refused.
         let Some(token) = st.prepared[index].take() else {
             return Cookie::error(EINVAL);
         };
+        // The slot is taken now, in cookie order; `issue_pending` writes
+        // it, for the whole batch under one access to the ring.
         let slot = self.slot(st.head);
-        let d = st.descs[index];
-        // Not VALID, and the interrupt is decided when the batch is issued.
-        let hw = HwDesc::copy(d.dst, d.src, d.len, false);
-        if let Err(e) = write_desc(&ring, slot, &hw) {
-            st.prepared[index] = Some(token);
-            return Cookie::error(e);
-        }
         let Some(sub) = st.submitter.as_mut() else {
             return Cookie::error(ENODEV);
         };
@@ -899,7 +924,7 @@ impl ChannelOps for PlxChannel {
         st.descs[index].cookie = cookie.raw();
         st.in_ring[slot] = Some(token);
         st.head = st.head.wrapping_add(1);
-        Stats::bump(&self.stats.submitted);
+        st.counters.submitted = st.counters.submitted.wrapping_add(1);
         cookie
     }
 
@@ -917,6 +942,17 @@ impl ChannelOps for PlxChannel {
         // modes a second walk over it.
         let batch_asked = self.config.coalesces()
             && (0..n).any(|i| self.asks_interrupt(&st, first.wrapping_add(i)));
+        // The addresses of the batch first: the engine may fetch these
+        // slots (a prefetch burst), but their first words are still not
+        // VALID (written back, aborted or never used).
+        for i in 0..n {
+            let slot = self.slot(first.wrapping_add(i));
+            let Some(id) = st.in_ring[slot].as_ref().map(SubmittedDesc::index) else {
+                continue;
+            };
+            let d = st.descs[id];
+            let _ = write_addresses(&ring, slot, &HwDesc::copy(d.dst, d.src, d.len, false));
+        }
         // The engine must see every descriptor's fields before any VALID.
         dma_mb(Write);
         for i in 0..n {
@@ -928,7 +964,7 @@ impl ChannelOps for PlxChannel {
             let asked = self.asks_interrupt(&st, index);
             let interrupt = self.config.interrupt(i, n, asked, batch_asked);
             if interrupt {
-                Stats::bump(&self.stats.irq_requests);
+                st.counters.irq_requests = st.counters.irq_requests.wrapping_add(1);
             }
             let _ = write_flags(&ring, slot, issued_word(st.descs[id].len, interrupt));
         }
@@ -941,7 +977,7 @@ impl ChannelOps for PlxChannel {
             // Every VALID bit must reach memory before the doorbell.
             dma_mb(Write);
             self.kick();
-            Stats::bump(&self.stats.doorbells);
+            st.counters.doorbells = st.counters.doorbells.wrapping_add(1);
         }
         drop(st);
     }

@@ -20,6 +20,8 @@ mod dmaengine;
 mod pci_ext;
 #[path = "../../../rust/kernel/plain_data.rs"]
 mod plain_data;
+#[path = "../../../rust/kernel/spinlock_bh.rs"]
+mod spinlock_bh;
 
 mod channel;
 mod hw_desc;
@@ -223,17 +225,16 @@ impl ThreadedHandler for IrqHandler {
 
 /// Renders the channel's counters for debugfs.
 fn show_stats(chan: &Arc<PlxChannel>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    use stats::Stats;
-    let s = &chan.stats;
-    writeln!(f, "submitted: {}", Stats::get(&s.submitted))?;
-    writeln!(f, "completed: {}", Stats::get(&s.completed))?;
-    writeln!(f, "failed: {}", Stats::get(&s.failed))?;
-    writeln!(f, "bytes: {}", Stats::get(&s.bytes))?;
-    writeln!(f, "interrupts: {}", Stats::get(&s.interrupts))?;
-    writeln!(f, "doorbells: {}", Stats::get(&s.doorbells))?;
-    writeln!(f, "irq_requests: {}", Stats::get(&s.irq_requests))?;
-    writeln!(f, "recoveries: {}", Stats::get(&s.recoveries))?;
-    writeln!(f, "stalls: {}", Stats::get(&s.stalls))?;
+    let s = chan.counters();
+    writeln!(f, "submitted: {}", s.ring.submitted)?;
+    writeln!(f, "completed: {}", s.done.completed)?;
+    writeln!(f, "failed: {}", s.done.failed)?;
+    writeln!(f, "bytes: {}", s.ring.bytes)?;
+    writeln!(f, "interrupts: {}", s.interrupts)?;
+    writeln!(f, "doorbells: {}", s.ring.doorbells)?;
+    writeln!(f, "irq_requests: {}", s.ring.irq_requests)?;
+    writeln!(f, "recoveries: {}", s.recoveries)?;
+    writeln!(f, "stalls: {}", s.stalls)?;
     writeln!(f, "ring_size: {}", chan.size())?;
     writeln!(f, "ring_occupancy: {}", chan.occupancy())
 }
@@ -340,12 +341,13 @@ impl PinnedDrop for PlxDma<'_> {
                 "remove: a client still holds the channel; unregistering anyway\n"
             );
         }
+        let s = self.chan.counters();
         dev_info!(
             self.pdev,
             "remove: {} submitted, {} completed, {} failed\n",
-            stats::Stats::get(&self.chan.stats.submitted),
-            stats::Stats::get(&self.chan.stats.completed),
-            stats::Stats::get(&self.chan.stats.failed)
+            s.ring.submitted,
+            s.done.completed,
+            s.done.failed
         );
     }
 }

@@ -76,7 +76,6 @@ mod ffi {
 
         pub(super) fn rust_dma_desc_alloc(chan: *mut c_void, idx: c_ulong) -> *mut c_void;
         pub(super) fn rust_dma_desc_free(txd: *mut c_void);
-        pub(super) fn rust_dma_desc_set_flags(txd: *mut c_void, flags: c_ulong);
         pub(super) fn rust_dma_desc_assign_cookie(txd: *mut c_void) -> i32;
         pub(super) fn rust_dma_desc_complete(txd: *mut c_void, cb: *mut RawCallback);
         pub(super) fn rust_dma_callback_invoke(

@@ -280,19 +280,19 @@ impl Submitter {
         self.pool.descs.get(index).copied()
     }
 
-    /// Records the client's flags on descriptor `d` and returns it for the
-    /// core, with its token. A token of another pool is handed back.
+    /// Returns descriptor `d` for the core, with its token. A token of
+    /// another pool is handed back.
+    ///
+    /// The C glue records the client's flags on the descriptor once
+    /// [`ChannelOps::prep_memcpy`] returns it: the descriptor is the
+    /// caller's from then on, and that saves a call per copy.
     pub fn prepare(
         &mut self,
         d: IdleDesc,
-        flags: PrepFlags,
     ) -> core::result::Result<(Prepared, PreparedDesc), IdleDesc> {
         let Some(raw) = self.desc(d.pool, d.index) else {
             return Err(d);
         };
-        // SAFETY: `raw` is a live descriptor of this pool; `&mut self`
-        // serializes writers.
-        unsafe { ffi::rust_dma_desc_set_flags(raw.as_ptr(), flags.raw() as c_ulong) };
         Ok((
             Prepared(raw),
             PreparedDesc {
@@ -355,7 +355,6 @@ impl Submitter {
                 pool: d.pool,
                 index: d.index,
             },
-            pool: self.pool.clone(),
             result,
             residue,
         })
@@ -363,17 +362,20 @@ impl Submitter {
 }
 
 /// A finished transaction waiting for its completion.
+///
+/// It does not keep its pool alive (that would cost two atomic operations
+/// per copy): `desc` is dereferenced only by the [`Completer`] of the pool
+/// that `token` names, which holds that pool. Pool IDs are never reused.
 pub struct Finished {
     desc: NonNull<c_void>,
-    /// The descriptor's token once it is completed.
+    /// The descriptor's token once it is completed; names its pool.
     token: IdleDesc,
-    // Keeps `desc` alive.
-    pool: Arc<PoolInner>,
     result: TxResult,
     residue: u32,
 }
 
-// SAFETY: `Finished` only carries a pointer into a pool it keeps alive.
+// SAFETY: `Finished` only carries a pointer into a pool, dereferenced only
+// by that pool's `Completer`, which keeps it alive.
 unsafe impl Send for Finished {}
 
 impl Finished {
@@ -407,7 +409,9 @@ impl Completer {
         &mut self,
         done: Finished,
     ) -> core::result::Result<(Callback, IdleDesc), Finished> {
-        if !Arc::ptr_eq(&self.pool, &done.pool) {
+        // Pool IDs are unique, and `self` holds its pool: a descriptor
+        // whose token names it is alive.
+        if done.token.pool != self.pool.id {
             pr_err!("dmaengine: descriptor completed on a foreign channel\n");
             return Err(done);
         }

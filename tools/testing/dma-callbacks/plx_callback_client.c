@@ -9,7 +9,10 @@
  * that the provider survives it: submitting the same descriptor twice must
  * give an error cookie the second time, and the copy must complete once (a
  * provider that queues it twice completes it twice, which the core's
- * dma_cookie_complete() answers with a BUG).
+ * dma_cookie_complete() answers with a BUG).  Another calls in with
+ * interrupts disabled, which rust_plx_dma's _bh ring locks cannot take:
+ * prep and issue_pending must refuse, tx_status answer without reaping,
+ * and the copy queued meanwhile run at the next issue_pending.
  *
  * It is a plain C client on purpose: it uses the raw dmaengine API the way
  * in-tree clients do, with nothing of the project's Rust client.  Loading
@@ -20,6 +23,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/completion.h>
+#include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/dmaengine.h>
 #include <linux/module.h>
@@ -31,9 +35,9 @@ static char *channel;
 module_param(channel, charp, 0444);
 MODULE_PARM_DESC(channel, "memcpy channel to use, e.g. dma0chan0 (required)");
 
-static char *cases = "poll,terminate,resubmit,double-submit";
+static char *cases = "poll,terminate,resubmit,double-submit,irqs-off";
 module_param(cases, charp, 0444);
-MODULE_PARM_DESC(cases, "comma-separated cases: poll, terminate, resubmit, double-submit");
+MODULE_PARM_DESC(cases, "comma-separated cases: poll, terminate, resubmit, double-submit, irqs-off");
 
 #define CHUNK	SZ_64K
 #define COPIES	4
@@ -153,6 +157,70 @@ static bool double_submit(struct ctx *c)
 	return ok;
 }
 
+/*
+ * A client with interrupts off: issue_pending and prep are refused, so the
+ * copy submitted before stays queued (no callback, status in progress),
+ * and the next issue_pending with interrupts on runs it.
+ */
+static bool irqs_off(struct ctx *c)
+{
+	struct dma_async_tx_descriptor *tx, *refused;
+	enum dma_status st;
+	unsigned long flags;
+	bool ok = true;
+
+	tx = dmaengine_prep_dma_memcpy(c->chan, c->dst_dma, c->src_dma, CHUNK,
+				       DMA_CTRL_ACK | DMA_PREP_INTERRUPT);
+	if (!tx) {
+		pr_err("%s: prep failed\n", c->mode);
+		return false;
+	}
+	/* Copy COPIES - 1 ends the case (see callback()). */
+	args[COPIES - 1] = (struct cb_arg){ .c = c, .idx = COPIES - 1 };
+	tx->callback_result = callback;
+	tx->callback_param = &args[COPIES - 1];
+	c->cookie[0] = dmaengine_submit(tx);
+	if (dma_submit_error(c->cookie[0])) {
+		pr_err("%s: submit: %d\n", c->mode, c->cookie[0]);
+		return false;
+	}
+	local_irq_save(flags);
+	dma_async_issue_pending(c->chan);
+	st = dmaengine_tx_status(c->chan, c->cookie[0], NULL);
+	refused = dmaengine_prep_dma_memcpy(c->chan, c->dst_dma + CHUNK,
+					    c->src_dma + CHUNK, CHUNK, DMA_CTRL_ACK);
+	local_irq_restore(flags);
+	if (refused) {
+		pr_err("%s: prep with interrupts off gave a descriptor\n", c->mode);
+		ok = false;
+	}
+	if (st != DMA_IN_PROGRESS) {
+		pr_err("%s: tx_status with interrupts off said %d\n", c->mode, st);
+		ok = false;
+	}
+	/* Refused, the issue started nothing: the copy is still queued. */
+	msleep(50);
+	if (atomic_read(&c->called[COPIES - 1]) ||
+	    dma_async_is_tx_complete(c->chan, c->cookie[0], NULL, NULL) != DMA_IN_PROGRESS) {
+		pr_err("%s: the copy ran without an issue_pending that was taken\n", c->mode);
+		ok = false;
+	}
+	dma_async_issue_pending(c->chan);
+	if (!wait_for_completion_timeout(&c->last, msecs_to_jiffies(WAIT_MS))) {
+		pr_err("%s: no completion within %d ms\n", c->mode, WAIT_MS);
+		dmaengine_terminate_sync(c->chan);
+		return false;
+	}
+	dmaengine_synchronize(c->chan);
+	if (atomic_read(&c->called[COPIES - 1]) != 1 || !chunk_copied(c, 0)) {
+		pr_err("%s: callback ran %d times, data %s\n", c->mode,
+		       atomic_read(&c->called[COPIES - 1]),
+		       chunk_copied(c, 0) ? "right" : "wrong");
+		ok = false;
+	}
+	return ok;
+}
+
 /* Runs one case; returns whether it passed, reasons in the log. */
 static bool run_case(struct ctx *c, const char *mode)
 {
@@ -172,6 +240,8 @@ static bool run_case(struct ctx *c, const char *mode)
 	memset(c->dst, 0, (COPIES + 1) * CHUNK);
 	if (!strcmp(mode, "double-submit"))
 		return double_submit(c);
+	if (!strcmp(mode, "irqs-off"))
+		return irqs_off(c);
 	for (i = 0; i < COPIES; i++) {
 		ret = submit_one(c, i, true);
 		if (ret) {
@@ -240,7 +310,7 @@ static bool chan_named(struct dma_chan *chan, void *name)
 static int __init plx_callback_client_init(void)
 {
 	static const char *const known[] = {
-		"poll", "terminate", "resubmit", "double-submit",
+		"poll", "terminate", "resubmit", "double-submit", "irqs-off",
 	};
 	struct ctx *c;
 	dma_cap_mask_t mask;
