@@ -8,7 +8,8 @@
 # modes, user-buffer copies through /dev/plx-dma-copy, and (mapped path)
 # perftest on plx_rdma against rxe.  Then four short profile boots count
 # MMIO exits, DMA messages, interrupts and IOMMU map traffic per
-# descriptor.  Writes build/bench/results.{csv,json}, PNG plots, and
+# descriptor, and one boot samples where the guest kernel's CPU time goes
+# on 64-byte copies (build/bench/kprofile.txt).  Writes build/bench/results.{csv,json}, PNG plots, and
 # prints a table of medians and ratios.
 
 . "$(dirname "$0")/lib.sh"
@@ -68,7 +69,26 @@ for path in mapped message; do
 	done
 done
 raws+=("profile=$out/profile-raw.txt")
+# Where the guest kernel spends its CPU on 64-byte copies 256 deep, for
+# each driver: sampled with plx_kprofile (software cpu-clock, no PMU under
+# TCG). Informative, so a C boot that stalls does not fail the bench.
+EMU_ARGS=--mapped run_emulated_guest bench-kprofile 2 600 "$REPO/scripts/bench-kprofile.guest.sh" -k bench \
+	-a "$user/plx_kprofile:/usr/local/bin/plx_kprofile" >&2 ||
+	log "the kernel-profile boot ended with status $? (see build/results/bench-kprofile.console)"
+grep '^KPROFILE ' "$REPO/build/results/bench-kprofile.guest.tap" | sed 's/^KPROFILE //' >"$out/kprofile.txt" || true
+grep -q "^rust_plx_dma [0-9]" "$out/kprofile.txt" ||
+	die "the kernel profile of rust_plx_dma is missing (see build/results/bench-kprofile.console)"
 python3 "$REPO/scripts/bench-report.py" "$out" "${raws[@]}" | tee "$out/table.txt"
+{
+	echo
+	echo "Guest kernel CPU samples, 64 B copies 256 deep (plx_kprofile, top 10 per driver):"
+	for drv in rust_plx_dma plx_dma; do
+		grep "^$drv total=" "$out/kprofile.txt" || true
+		grep "^$drv [0-9]" "$out/kprofile.txt" | head -n 10 |
+			awk '{ printf "  %-13s %6d %5.1f%%  %s\n", $1, $2, $3, $4 }'
+		grep "^$drv run " "$out/kprofile.txt" || true
+	done
+} | tee -a "$out/table.txt"
 in_root gnuplot -e "out='$out'" "$REPO/scripts/bench-plots.gp" ||
 	die "gnuplot failed to draw the plots"
 log "results in $out: results.csv results.json table.txt and the plots (*.png)"

@@ -4,7 +4,7 @@
 # Build the user-space programs of the guests, statically linked for their
 # busybox userland: the kselftests of tools/testing/selftests/drivers/dma/plx
 # the kselftest way (their Makefile includes the kernel's lib.mk), the uAPI
-# example program and the uAPI benchmark. Prints the output directory.
+# example program, the uAPI benchmark and the kernel sampler. Prints the output directory.
 #
 #   scripts/user-build.sh
 
@@ -30,4 +30,8 @@ in_root gcc -Wall -Wextra -Werror -O2 -static -I"$REPO/include/uapi" \
 in_root gcc -Wall -Wextra -Werror -O2 -static -I"$REPO/include/uapi" \
 	-o "$out/plx_dma_copy_bench" "$REPO/tools/testing/bench/plx_dma_copy_bench.c" ||
 	die "the uAPI benchmark did not build"
+# The kernel sampler of the bench's profile boot.
+in_root gcc -Wall -Wextra -Werror -O2 -static \
+	-o "$out/plx_kprofile" "$REPO/tools/testing/bench/plx_kprofile.c" ||
+	die "plx_kprofile did not build"
 echo "$out" >&3

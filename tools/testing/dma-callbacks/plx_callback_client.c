@@ -112,25 +112,55 @@ static bool chunk_copied(struct ctx *c, int idx)
 }
 
 /*
- * One copy submitted twice: the second dmaengine_submit() must fail, and
- * the copy complete once, correctly.
+ * Prepares the one copy of a single-copy case (chunk 0), whose callback
+ * ends the case: it is counted as copy COPIES - 1 (see callback()).
  */
-static bool double_submit(struct ctx *c)
+static struct dma_async_tx_descriptor *prep_single(struct ctx *c)
 {
 	struct dma_async_tx_descriptor *tx;
-	dma_cookie_t again;
-	bool ok = true;
 
 	tx = dmaengine_prep_dma_memcpy(c->chan, c->dst_dma, c->src_dma, CHUNK,
 				       DMA_CTRL_ACK | DMA_PREP_INTERRUPT);
 	if (!tx) {
 		pr_err("%s: prep failed\n", c->mode);
-		return false;
+		return NULL;
 	}
-	/* Copy COPIES - 1 ends the case (see callback()). */
 	args[COPIES - 1] = (struct cb_arg){ .c = c, .idx = COPIES - 1 };
 	tx->callback_result = callback;
 	tx->callback_param = &args[COPIES - 1];
+	return tx;
+}
+
+/* Waits for the copy of prep_single(): its callback ran once, data right. */
+static bool single_done(struct ctx *c)
+{
+	if (!wait_for_completion_timeout(&c->last, msecs_to_jiffies(WAIT_MS))) {
+		pr_err("%s: no completion within %d ms\n", c->mode, WAIT_MS);
+		dmaengine_terminate_sync(c->chan);
+		return false;
+	}
+	dmaengine_synchronize(c->chan);
+	if (atomic_read(&c->called[COPIES - 1]) != 1 || !chunk_copied(c, 0)) {
+		pr_err("%s: callback ran %d times, data %s\n", c->mode,
+		       atomic_read(&c->called[COPIES - 1]),
+		       chunk_copied(c, 0) ? "right" : "wrong");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * One copy submitted twice: the second dmaengine_submit() must fail, and
+ * the copy complete once, correctly.
+ */
+static bool double_submit(struct ctx *c)
+{
+	struct dma_async_tx_descriptor *tx = prep_single(c);
+	dma_cookie_t again;
+	bool ok = true;
+
+	if (!tx)
+		return false;
 	c->cookie[0] = dmaengine_submit(tx);
 	again = dmaengine_submit(tx);
 	dma_async_issue_pending(c->chan);
@@ -142,19 +172,7 @@ static bool double_submit(struct ctx *c)
 		pr_err("%s: second submit of one descriptor gave cookie %d\n", c->mode, again);
 		ok = false;
 	}
-	if (!wait_for_completion_timeout(&c->last, msecs_to_jiffies(WAIT_MS))) {
-		pr_err("%s: no completion within %d ms\n", c->mode, WAIT_MS);
-		dmaengine_terminate_sync(c->chan);
-		return false;
-	}
-	dmaengine_synchronize(c->chan);
-	if (atomic_read(&c->called[COPIES - 1]) != 1 || !chunk_copied(c, 0)) {
-		pr_err("%s: callback ran %d times, data %s\n", c->mode,
-		       atomic_read(&c->called[COPIES - 1]),
-		       chunk_copied(c, 0) ? "right" : "wrong");
-		ok = false;
-	}
-	return ok;
+	return single_done(c) && ok;
 }
 
 /*
@@ -164,21 +182,13 @@ static bool double_submit(struct ctx *c)
  */
 static bool irqs_off(struct ctx *c)
 {
-	struct dma_async_tx_descriptor *tx, *refused;
+	struct dma_async_tx_descriptor *tx = prep_single(c), *refused;
 	enum dma_status st;
 	unsigned long flags;
 	bool ok = true;
 
-	tx = dmaengine_prep_dma_memcpy(c->chan, c->dst_dma, c->src_dma, CHUNK,
-				       DMA_CTRL_ACK | DMA_PREP_INTERRUPT);
-	if (!tx) {
-		pr_err("%s: prep failed\n", c->mode);
+	if (!tx)
 		return false;
-	}
-	/* Copy COPIES - 1 ends the case (see callback()). */
-	args[COPIES - 1] = (struct cb_arg){ .c = c, .idx = COPIES - 1 };
-	tx->callback_result = callback;
-	tx->callback_param = &args[COPIES - 1];
 	c->cookie[0] = dmaengine_submit(tx);
 	if (dma_submit_error(c->cookie[0])) {
 		pr_err("%s: submit: %d\n", c->mode, c->cookie[0]);
@@ -206,19 +216,7 @@ static bool irqs_off(struct ctx *c)
 		ok = false;
 	}
 	dma_async_issue_pending(c->chan);
-	if (!wait_for_completion_timeout(&c->last, msecs_to_jiffies(WAIT_MS))) {
-		pr_err("%s: no completion within %d ms\n", c->mode, WAIT_MS);
-		dmaengine_terminate_sync(c->chan);
-		return false;
-	}
-	dmaengine_synchronize(c->chan);
-	if (atomic_read(&c->called[COPIES - 1]) != 1 || !chunk_copied(c, 0)) {
-		pr_err("%s: callback ran %d times, data %s\n", c->mode,
-		       atomic_read(&c->called[COPIES - 1]),
-		       chunk_copied(c, 0) ? "right" : "wrong");
-		ok = false;
-	}
-	return ok;
+	return single_done(c) && ok;
 }
 
 /* Runs one case; returns whether it passed, reasons in the log. */
