@@ -9,8 +9,9 @@
 # perftest on plx_rdma against rxe.  Then four short profile boots count
 # MMIO exits, DMA messages, interrupts and IOMMU map traffic per
 # descriptor, and one boot samples where the guest kernel's CPU time goes
-# on 64-byte copies (build/bench/kprofile.txt).  Writes build/bench/results.{csv,json}, PNG plots, and
-# prints a table of medians and ratios.
+# on 64-byte copies (build/bench/kprofile.txt).  Writes
+# build/bench/results.{csv,json}, PNG plots, and prints a table of medians
+# and ratios.
 
 . "$(dirname "$0")/lib.sh"
 

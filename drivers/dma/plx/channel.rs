@@ -520,16 +520,6 @@ impl PlxChannel {
         true
     }
 
-    /// Whether the client of the descriptor at free-running index `index`
-    /// asked for a completion callback (`DMA_PREP_INTERRUPT`).
-    #[inline]
-    fn asks_interrupt(&self, st: &RingState, index: u32) -> bool {
-        st.in_ring[self.slot(index)]
-            .as_ref()
-            .and_then(|t| st.descs.get(t.index()))
-            .is_some_and(|d| d.interrupt)
-    }
-
     /// Rings the doorbell: the engine fetches from its next pointer.
     fn kick(&self) {
         if let Some(bar) = self.bar.try_access() {
@@ -938,35 +928,33 @@ impl ChannelOps for PlxChannel {
             return;
         };
         let first = st.issued;
-        // Only coalescing looks at the batch as a whole: spare the other
-        // modes a second walk over it.
-        let batch_asked = self.config.coalesces()
-            && (0..n).any(|i| self.asks_interrupt(&st, first.wrapping_add(i)));
         // The addresses of the batch first: the engine may fetch these
         // slots (a prefetch burst), but their first words are still not
-        // VALID (written back, aborted or never used).
+        // VALID (written back, aborted or never used). The same walk finds
+        // whether any of the batch wants a callback (what coalescing needs).
+        let mut batch_asked = false;
         for i in 0..n {
             let slot = self.slot(first.wrapping_add(i));
             let Some(id) = st.in_ring[slot].as_ref().map(SubmittedDesc::index) else {
                 continue;
             };
             let d = st.descs[id];
+            batch_asked |= d.interrupt;
             let _ = write_addresses(&ring, slot, &HwDesc::copy(d.dst, d.src, d.len, false));
         }
         // The engine must see every descriptor's fields before any VALID.
         dma_mb(Write);
         for i in 0..n {
-            let index = first.wrapping_add(i);
-            let slot = self.slot(index);
+            let slot = self.slot(first.wrapping_add(i));
             let Some(id) = st.in_ring[slot].as_ref().map(SubmittedDesc::index) else {
                 continue;
             };
-            let asked = self.asks_interrupt(&st, index);
-            let interrupt = self.config.interrupt(i, n, asked, batch_asked);
+            let d = st.descs[id];
+            let interrupt = self.config.interrupt(i, n, d.interrupt, batch_asked);
             if interrupt {
                 st.counters.irq_requests = st.counters.irq_requests.wrapping_add(1);
             }
-            let _ = write_flags(&ring, slot, issued_word(st.descs[id].len, interrupt));
+            let _ = write_flags(&ring, slot, issued_word(d.len, interrupt));
         }
         st.issued = st.head;
         // Issued even while a recovery has the engine detached: its

@@ -32,12 +32,6 @@ pub(crate) struct ChannelConfig {
 }
 
 impl ChannelConfig {
-    /// Whether interrupts are asked per batch (coalesced), so that
-    /// [`Self::interrupt`] needs to know whether any of the batch asked.
-    pub(crate) fn coalesces(&self) -> bool {
-        self.poll.is_none() && self.coalesce > 1
-    }
-
     /// Whether descriptor `i` of an issued batch of `n`, `asked` telling
     /// whether its client wants a callback and `batch_asked` whether any
     /// descriptor of the batch does, asks the engine for an interrupt.
