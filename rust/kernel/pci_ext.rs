@@ -86,12 +86,15 @@ unsafe impl<'bound, H: ThreadedHandler + Send + 'bound> Send for ThreadedIrq<'bo
 unsafe impl<'bound, H: ThreadedHandler + 'bound> Sync for ThreadedIrq<'bound, H> {}
 
 impl<'bound, H: ThreadedHandler + 'bound> ThreadedIrq<'bound, H> {
-    /// Allocates one vector (MSI-X, else MSI, else INTx) and installs
-    /// `handler` on it.
-    pub fn new(
+    /// Allocates one vector (MSI-X, else MSI, else INTx) and installs the
+    /// handler `handler` makes for it. The handler learns the vector's
+    /// type: a message-signalled vector is the function's own, an INTx
+    /// line may be shared, and what an interrupt with no status behind it
+    /// means differs.
+    pub fn new<I: PinInit<H, Error> + 'bound>(
         pdev: &'bound pci::Device<Bound>,
         name: &'static CStr,
-        handler: impl PinInit<H, Error> + 'bound,
+        handler: impl FnOnce(IrqType) -> I + 'bound,
     ) -> impl PinInit<Self, Error> + 'bound {
         pin_init::pin_init_scope(move || {
             let types = IrqTypes::default()
@@ -108,8 +111,9 @@ impl<'bound, H: ThreadedHandler + 'bound> ThreadedIrq<'bound, H> {
             let vref: &'bound IrqVectorRegistration<'bound> = unsafe { vectors.0.as_ref() };
             let request = vref.index(0)?;
             // SAFETY: The registration is stored in `Self`, whose drop runs.
-            let reg =
-                unsafe { ThreadedRegistration::new(request.into(), Flags::SHARED, name, handler) };
+            let reg = unsafe {
+                ThreadedRegistration::new(request.into(), Flags::SHARED, name, handler(kind))
+            };
             Ok(try_pin_init!(Self {
                 reg <- reg,
                 vectors,

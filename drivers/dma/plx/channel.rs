@@ -722,16 +722,34 @@ impl PlxChannel {
         self.config.reap_in_thread || self.error_pending.load(Relaxed)
     }
 
-    /// Top half: acknowledge the interrupt. Returns whether it was ours.
-    pub(crate) fn ack_interrupt(&self) -> bool {
+    /// Top half: acknowledges the interrupt and returns whether to reap,
+    /// `exclusive` telling whether the vector is the function's own (MSI
+    /// or MSI-X) rather than a possibly shared INTx line.
+    ///
+    /// The clear of INTR_STATUS is a posted write: it may land after the
+    /// engine finished another descriptor and latched DESC_DONE for it
+    /// again, and clear that as well. That descriptor's interrupt then
+    /// finds no status. Were it ignored, and the reap queued here already
+    /// past its slot, the copy would wait for the next interrupt or the
+    /// watchdog (seconds, under per-descriptor interrupts). So:
+    /// - on an exclusive vector every interrupt is ours and reaps, status
+    ///   or not: the engine wrote the descriptor back before it signalled;
+    /// - on INTx an empty status is another device's, so the clear is
+    ///   flushed by reading the register back before the reap is queued:
+    ///   a completion whose bit it cleared wrote back before it landed,
+    ///   and a later one keeps its bit, and the line, up.
+    pub(crate) fn ack_interrupt(&self, exclusive: bool) -> bool {
         let Some(bar) = self.bar.try_access() else {
             return false;
         };
         let status = bar.read(regs::INTR_STATUS);
         if u16::from(status) == 0 {
-            return false;
+            return exclusive;
         }
         bar.write_reg(status);
+        if !exclusive {
+            let _ = bar.read(regs::INTR_STATUS);
+        }
         Stats::bump(&self.stats.interrupts);
         if status.error() {
             self.error_pending.store(true, Relaxed);

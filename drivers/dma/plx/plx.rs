@@ -203,11 +203,13 @@ fn channel_config() -> Result<ChannelConfig> {
 /// errors (and reaps, with `irq_thread=1`).
 struct IrqHandler {
     chan: Arc<PlxChannel>,
+    /// The vector is the function's own (MSI or MSI-X), not a shared line.
+    exclusive: bool,
 }
 
 impl ThreadedHandler for IrqHandler {
     fn handle(&self) -> ThreadedIrqReturn {
-        if !self.chan.ack_interrupt() {
+        if !self.chan.ack_interrupt(self.exclusive) {
             ThreadedIrqReturn::None
         } else if self.chan.needs_thread() {
             ThreadedIrqReturn::WakeThread
@@ -290,8 +292,13 @@ impl pci::Driver for PlxDmaDriver {
             let chan = PlxChannel::new(pdev.as_ref(), bar, size, config)?;
             let mut chans = KVec::with_capacity(1, GFP_KERNEL)?;
             chans.push(chan.clone(), GFP_KERNEL)?;
-            let handler = IrqHandler { chan: chan.clone() };
-            let irq = ThreadedIrq::new(pdev, c"rust_plx_dma", Ok::<_, Error>(handler));
+            let irq_chan = chan.clone();
+            let irq = ThreadedIrq::new(pdev, c"rust_plx_dma", move |kind| {
+                Ok::<_, Error>(IrqHandler {
+                    chan: irq_chan,
+                    exclusive: matches!(kind, pci::IrqType::MsiX | pci::IrqType::Msi),
+                })
+            });
             // Inside the initializer below, `pdev` names the field.
             let bound = pdev.as_ref();
             let dir_name = CString::try_from_fmt(fmt!("rust_plx_dma-{}", bound.name()))?;
