@@ -60,14 +60,14 @@ def parse_run(path, tap, rows):
                        sync_mb_per_s=rate[0], batch_mb_per_s=rate[1], cpu_mb_per_s=rate[2])
         elif f[1] == "depth":
             drv, mode = f[2], f[3]
-            size, depth, chans, rep, n, nbytes, ns, busy, hz = (int(x) for x in f[4:13])
+            size, depth, chans, rep, n, nbytes, ns, busy, per_s = (int(x) for x in f[4:13])
             secs = ns / 1e9
             row.update(kind="depth", driver=drv, mode=mode, size=size, depth=depth,
                        channels=chans, rep=rep, copies=n, bytes=nbytes, ns=ns,
                        mb_per_s=nbytes / 1e6 / secs if secs else 0.0,
                        iops=n / secs if secs else 0.0,
-                       cpu_ms_per_gib=busy * 1000 / hz / (nbytes / GIB) if nbytes else NAN,
-                       cpu_us_per_copy=busy * 1e6 / hz / n if n else NAN,
+                       cpu_ms_per_gib=busy * 1000 / per_s / (nbytes / GIB) if nbytes else NAN,
+                       cpu_us_per_copy=busy * 1e6 / per_s / n if n else NAN,
                        submit_us_per_copy=int(f[13]) / 1e3 / n if len(f) > 13 and n else NAN)
         elif f[1] == "stalls":
             row.update(kind="stalls", driver=f[2], count=int(f[4]))

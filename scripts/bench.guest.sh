@@ -6,7 +6,7 @@
 # and perftest on plx_rdma (data on a rust_plx_dma channel) against rxe (on
 # lo) in the same boot.  Then the deep-queue client plx_depth_bench on both
 # drivers (rust_plx_dma in its completion modes), with the guest's busy CPU
-# time around each run.  Emits "BENCH ..." lines; $BENCH_PATH (from
+# time while each run copies.  Emits "BENCH ..." lines; $BENCH_PATH (from
 # /guest/params.sh) names the emulator's DMA path, and PERFTEST=0 leaves
 # perftest out.
 . /guest/lib.sh
@@ -31,33 +31,29 @@ depth_copies_for() {
 	fi
 }
 
-# Busy jiffies of all CPUs so far (user, nice, system, irq, softirq).
-cpu_busy() { awk '/^cpu /{ print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat; }
-
 # depth_run DRIVER MODE REP SIZE DEPTH CHANNELS: one plx_depth_bench load:
-#   BENCH depth DRIVER MODE SIZE DEPTH CHANNELS REP COPIES BYTES NS BUSY_JIFFIES HZ SUBMIT_NS
-# (SUBMIT_NS: the time the client's threads spent preparing, submitting and
-# issuing, summed over the channels)
+#   BENCH depth DRIVER MODE SIZE DEPTH CHANNELS REP COPIES BYTES NS BUSY UNITS SUBMIT_NS
+# (BUSY: the non-idle CPU time of all CPUs while the copies ran, in 1/UNITS
+# s, from the client's busy_ns; SUBMIT_NS: the time the client's threads
+# spent preparing, submitting and issuing, summed over the channels)
 depth_run() {
-	local drv=$1 mode=$2 rep=$3 size=$4 depth=$5 chans=$6 b0 b1 line log submit
+	local drv=$1 mode=$2 rep=$3 size=$4 depth=$5 chans=$6 line log submit
 	local n
 	n=$(depth_copies_for "$size")
 	mark="bench-depth-$$-$(date +%s)-$RANDOM"
 	echo "$mark" >/dev/kmsg
-	b0=$(cpu_busy)
 	if ! modprobe plx_depth_bench size="$size" depth="$depth" channels="$chans" copies="$n" \
 		timeout_ms="${DEPTH_TIMEOUT_MS:-10000}"; then
 		not_ok "plx_depth_bench on $drv ($mode) size=$size depth=$depth channels=$chans"
 		dmesg | sed -n "/$mark/,\$p" | sed 's/^/# /'
 		return
 	fi
-	b1=$(cpu_busy)
 	rmmod plx_depth_bench
 	log=$(dmesg | sed -n "/$mark/,\$p")
 	line=$(echo "$log" | grep 'plx_depth_bench: total' | tail -n 1)
 	submit=$(echo "$log" | sed -n 's/.*plx_depth_bench: chan=.* submit_ns=\([0-9]*\).*/\1/p' |
 		awk '{ s += $1 } END { print s + 0 }')
-	echo "$line" | sed -n 's/.* copies=\([0-9]*\) bytes=\([0-9]*\) ns=\([0-9]*\).*/BENCH depth '"$drv $mode $size $depth $chans $rep"' \1 \2 \3 '"$((b1 - b0)) $(getconf CLK_TCK 2>/dev/null || echo 100) $submit"'/p'
+	echo "$line" | sed -n 's/.* copies=\([0-9]*\) bytes=\([0-9]*\) ns=\([0-9]*\) busy_ns=\([0-9]*\).*/BENCH depth '"$drv $mode $size $depth $chans $rep"' \1 \2 \3 \4 1000000000 '"$submit"'/p'
 }
 
 # depth_bench DRIVER MODE REP FULL: the size x depth grid on one channel
