@@ -203,13 +203,11 @@ fn channel_config() -> Result<ChannelConfig> {
 /// errors (and reaps, with `irq_thread=1`).
 struct IrqHandler {
     chan: Arc<PlxChannel>,
-    /// The vector is the function's own (MSI or MSI-X), not a shared line.
-    exclusive: bool,
 }
 
 impl ThreadedHandler for IrqHandler {
     fn handle(&self) -> ThreadedIrqReturn {
-        if !self.chan.ack_interrupt(self.exclusive) {
+        if !self.chan.ack_interrupt() {
             ThreadedIrqReturn::None
         } else if self.chan.needs_thread() {
             ThreadedIrqReturn::WakeThread
@@ -294,10 +292,8 @@ impl pci::Driver for PlxDmaDriver {
             chans.push(chan.clone(), GFP_KERNEL)?;
             let irq_chan = chan.clone();
             let irq = ThreadedIrq::new(pdev, c"rust_plx_dma", move |kind| {
-                Ok::<_, Error>(IrqHandler {
-                    chan: irq_chan,
-                    exclusive: matches!(kind, pci::IrqType::MsiX | pci::IrqType::Msi),
-                })
+                irq_chan.set_msi(matches!(kind, pci::IrqType::MsiX | pci::IrqType::Msi));
+                Ok::<_, Error>(IrqHandler { chan: irq_chan })
             });
             // Inside the initializer below, `pdev` names the field.
             let bound = pdev.as_ref();

@@ -12,7 +12,7 @@
 //! parameter `irq_thread=1` sends every interrupt there (see
 //! [`ChannelConfig::reap_in_thread`](super::ChannelConfig::reap_in_thread)).
 
-use super::{Drain, PlxChannel};
+use super::PlxChannel;
 use kernel::{
     impl_has_work,
     sync::{Arc, ArcBorrow},
@@ -34,7 +34,10 @@ impl WorkItem<REAP> for PlxChannel {
     type Pointer = Arc<Self>;
 
     fn run(this: Arc<Self>) {
-        this.drain(Drain::Finished);
+        if this.reap_interrupt() {
+            // The recovery sleeps while the engine stops: not here.
+            PlxChannel::queue_recovery(this.as_arc_borrow(), true);
+        }
     }
 }
 

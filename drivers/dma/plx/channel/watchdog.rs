@@ -55,6 +55,9 @@ pub(super) struct WatchdogState {
     idle_ticks: u32,
     /// The recovery work item is queued or running.
     recovery_queued: bool,
+    /// What it recovers from is an engine error (a reap found
+    /// `INTR_STATUS.ERROR`), not a stall.
+    engine_error: bool,
 }
 
 /// The running ticker of a channel: dropping it stops the timer and waits
@@ -103,11 +106,13 @@ impl PlxChannel {
 }
 
 impl PlxChannel {
-    /// Queues the recovery work item, unless it is queued already or the
-    /// channel is shutting down.
-    fn queue_recovery(this: ArcBorrow<'_, Self>) {
+    /// Queues the recovery work item, for an engine error or a stall,
+    /// unless it is queued already (an engine error still tells it why) or
+    /// the channel is shutting down.
+    pub(super) fn queue_recovery(this: ArcBorrow<'_, Self>, engine_error: bool) {
         {
             let mut st = this.state.lock();
+            st.watchdog.engine_error |= engine_error;
             if st.dead || st.watchdog.recovery_queued {
                 return;
             }
@@ -136,7 +141,7 @@ impl HrTimerCallback for PlxChannel {
         let (stalled, busy) = this.watchdog_tick();
         if stalled {
             Stats::bump(&this.stats.stalls);
-            Self::queue_recovery(this);
+            Self::queue_recovery(this, false);
         }
         match this.config.tick(busy) {
             Some(period) => {
@@ -151,11 +156,19 @@ impl HrTimerCallback for PlxChannel {
 impl WorkItem for PlxChannel {
     type Pointer = Arc<Self>;
 
-    /// Recovers the stalled channel, in process context.
+    /// Recovers the stalled or failed channel, in process context.
     fn run(this: Arc<Self>) {
-        if !this.state.lock().dead {
-            let ms = this.config.watchdog.map_or(0, |t| t.as_millis());
-            this.recover(format_args!("no progress for {ms} ms"));
+        let (dead, engine_error) = {
+            let mut st = this.state.lock();
+            (st.dead, core::mem::take(&mut st.watchdog.engine_error))
+        };
+        if !dead {
+            if engine_error {
+                this.recover(format_args!("engine error"));
+            } else {
+                let ms = this.config.watchdog.map_or(0, |t| t.as_millis());
+                this.recover(format_args!("no progress for {ms} ms"));
+            }
         }
         let mut st = this.state.lock();
         // The abort moved `tail`: that is no progress of the engine's.
