@@ -170,11 +170,22 @@ impl WorkItem for PlxChannel {
                 this.recover(format_args!("no progress for {ms} ms"));
             }
         }
-        let mut st = this.state.lock();
-        // The abort moved `tail`: that is no progress of the engine's.
-        st.watchdog.last_tail = st.tail;
-        st.watchdog.stale_since = None;
-        st.watchdog.recovery_queued = false;
+        let again = {
+            let mut st = this.state.lock();
+            // The abort moved `tail`: that is no progress of the engine's.
+            st.watchdog.last_tail = st.tail;
+            st.watchdog.stale_since = None;
+            // An engine error reported while this one ran found it queued:
+            // it runs again for that one.
+            let again = st.watchdog.engine_error && !st.dead;
+            st.watchdog.recovery_queued = again;
+            again
+        };
+        if again {
+            // Cannot be queued already: it is running, and only a caller
+            // that found `recovery_queued` clear queues it.
+            let _ = workqueue::system_long().enqueue::<Arc<Self>, 0>(this);
+        }
     }
 }
 
