@@ -22,6 +22,11 @@ def med(values):
     return statistics.median(values) if values else NAN
 
 
+def best(values):
+    values = list(values)
+    return max(values) if values else NAN
+
+
 def ratio(a, b):
     return a / b if b and b == b and a == a else NAN
 
@@ -131,15 +136,17 @@ def report_dmatest(rows, paths, out):
 
 
 def report_memcpy(rows, paths, out):
+    # The CPU copy is the baseline the engine must beat: its best run, the
+    # least disturbed one, keeps a slowed run from flattering the engine.
     print("\nengine copy (rust_dma_memcpy, one copy at a time, buffers mapped once) vs CPU copy,"
-          " MB/s (median)")
+          " MB/s (engine: median; CPU: best run)")
     print(f"{'path':>8} {'size':>9} {'engine':>10} {'CPU':>10} {'engine/CPU':>11}")
     for path in paths:
         mc = select(rows, kind="memcpy", path=path)
         with open(f"{out}/memcpy-{path}.dat", "w", encoding="utf-8") as fh:
             for s in sorted({r["size"] for r in mc}):
                 d = med(r["dma_mb_per_s"] for r in mc if r["size"] == s)
-                c = med(r["cpu_mb_per_s"] for r in mc if r["size"] == s)
+                c = best(r["cpu_mb_per_s"] for r in mc if r["size"] == s)
                 print(f"{path:>8} {s:>9} {d:>10.1f} {c:>10.1f} {ratio(d, c):>11.3f}")
                 fh.write(f"{s} {d} {c}\n")
 
@@ -149,8 +156,16 @@ def depth_med(rows, path, drv, mode, size, depth, chans, key):
                                       size=size, depth=depth, channels=chans))
 
 
+def depth_best(rows, path, drv, size, depth, key):
+    """A driver's best single-channel run in its default mode: the C plx_dma's
+    runs that lost a completion wait out the client's timeout, so its median
+    may measure its stalls rather than its speed."""
+    return best(r[key] for r in select(rows, kind="depth", path=path, driver=drv,
+                                       mode="default", size=size, depth=depth, channels=1))
+
+
 def cpu_mb(rows, path, size):
-    return med(r["cpu_mb_per_s"] for r in select(rows, kind="memcpy", path=path, size=size))
+    return best(r["cpu_mb_per_s"] for r in select(rows, kind="memcpy", path=path, size=size))
 
 
 def crossover(rows, path, drv, depth):
@@ -294,10 +309,14 @@ def report_targets(rows, paths):
     for s in (65536, 1 << 20):
         rust = depth_med(rows, p, "rust_plx_dma", "default", s, 16, 1, "mb_per_s")
         c = depth_med(rows, p, "plx_dma", "default", s, 16, 1, "mb_per_s")
-        print(f"  Rust/C MB/s at {s} B, depth 16 ({p}): {ratio(rust, c):.2f} (target >= 1.10)")
+        cb = depth_best(rows, p, "plx_dma", s, 16, "mb_per_s")
+        print(f"  Rust/C MB/s at {s} B, depth 16 ({p}): {ratio(rust, c):.2f}"
+              f" (against C's best run {ratio(rust, cb):.2f}; target >= 1.10)")
     ri = depth_med(rows, p, "rust_plx_dma", "default", 64, 256, 1, "iops")
     ci = depth_med(rows, p, "plx_dma", "default", 64, 256, 1, "iops")
-    print(f"  Rust/C iops at 64 B, depth 256 ({p}): {ratio(ri, ci):.2f} (target >= 1.5)")
+    cib = depth_best(rows, p, "plx_dma", 64, 256, "iops")
+    print(f"  Rust/C iops at 64 B, depth 256 ({p}): {ratio(ri, ci):.2f}"
+          f" (against C's best run {ratio(ri, cib):.2f}; target >= 1.5)")
     for s in (65536, 1 << 20):
         one = depth_med(rows, p, "rust_plx_dma", "default", s, 16, 1, "mb_per_s")
         two = depth_med(rows, p, "rust_plx_dma", "default", s, 16, 2, "mb_per_s")
