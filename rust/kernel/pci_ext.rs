@@ -86,21 +86,19 @@ unsafe impl<'bound, H: ThreadedHandler + Send + 'bound> Send for ThreadedIrq<'bo
 unsafe impl<'bound, H: ThreadedHandler + 'bound> Sync for ThreadedIrq<'bound, H> {}
 
 impl<'bound, H: ThreadedHandler + 'bound> ThreadedIrq<'bound, H> {
-    /// Allocates one vector (MSI-X, else MSI, else INTx) and installs the
-    /// handler `handler` makes for it. The handler learns the vector's
+    /// Allocates one vector of the first of `types` the function offers
+    /// (MSI-X, then MSI, then INTx) and installs the handler `handler`
+    /// makes for it. The handler learns the vector's
     /// type: a message-signalled vector is the function's own, an INTx
     /// line may be shared, and what an interrupt with no status behind it
     /// means differs.
     pub fn new<I: PinInit<H, Error> + 'bound>(
         pdev: &'bound pci::Device<Bound>,
         name: &'static CStr,
+        types: IrqTypes,
         handler: impl FnOnce(IrqType) -> I + 'bound,
     ) -> impl PinInit<Self, Error> + 'bound {
         pin_init::pin_init_scope(move || {
-            let types = IrqTypes::default()
-                .with(IrqType::MsiX)
-                .with(IrqType::Msi)
-                .with(IrqType::Intx);
             let boxed = KBox::new(pdev.alloc_irq_vectors(1, 1, types)?, GFP_KERNEL)?;
             let kind = boxed.irq_type();
             let vectors = Vectors(NonNull::from(KBox::leak(boxed)));

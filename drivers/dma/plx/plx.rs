@@ -77,6 +77,10 @@ module! {
             default: 0,
             description: "Polled mode: no completion interrupts, reap every this many us while copies are in flight (10..100000; 0: off)",
         },
+        intx: u32 {
+            default: 0,
+            description: "1: use the legacy INTx line even where MSI-X or MSI is available (its handler path differs); 0: MSI-X, else MSI, else INTx",
+        },
     },
 }
 
@@ -96,6 +100,7 @@ impl kernel::InPlaceModule for PlxDmaModule {
             _driver <- {
                 ring_size()?;
                 channel_config()?;
+                intx()?;
                 kernel::driver::Registration::new(<Self as kernel::ModuleMetadata>::NAME, module)
             },
             _released: ReleasedDevices::new(),
@@ -166,6 +171,11 @@ fn watchdog_ms() -> Result<u32> {
         WATCHDOG_MIN_MS..=WATCHDOG_MAX_MS,
         Some("off"),
     )
+}
+
+/// Validates `intx`: whether to use the INTx line only.
+fn intx() -> Result<bool> {
+    Ok(param_in("intx", module_parameters::intx.value(), 0..=1, None)? == 1)
 }
 
 /// Validates the completion parameters (`irq_thread`, `irq_coalesce`,
@@ -291,7 +301,15 @@ impl pci::Driver for PlxDmaDriver {
             let mut chans = KVec::with_capacity(1, GFP_KERNEL)?;
             chans.push(chan.clone(), GFP_KERNEL)?;
             let irq_chan = chan.clone();
-            let irq = ThreadedIrq::new(pdev, c"rust_plx_dma", move |kind| {
+            let types = if intx()? {
+                pci::IrqTypes::default().with(pci::IrqType::Intx)
+            } else {
+                pci::IrqTypes::default()
+                    .with(pci::IrqType::MsiX)
+                    .with(pci::IrqType::Msi)
+                    .with(pci::IrqType::Intx)
+            };
+            let irq = ThreadedIrq::new(pdev, c"rust_plx_dma", types, move |kind| {
                 irq_chan.set_msi(matches!(kind, pci::IrqType::MsiX | pci::IrqType::Msi));
                 Ok::<_, Error>(IrqHandler { chan: irq_chan })
             });
