@@ -245,6 +245,9 @@ struct Reaped {
     done: usize,
     /// Of those, descriptors that failed or were aborted.
     failed: usize,
+    /// Descriptors handed to the engine were still unfinished when it
+    /// stopped.
+    unfinished: bool,
 }
 
 /// How [`PlxChannel::drain`] treats descriptors the engine has not finished.
@@ -547,11 +550,19 @@ impl PlxChannel {
     /// Completes finished (or, with [`Drain::All`], all) descriptors, then
     /// runs the client callbacks (see the locking rules above).
     fn drain(&self, mode: Drain) -> Reaped {
+        let reaped = self.complete_finished(mode);
+        self.run_callbacks();
+        reaped
+    }
+
+    /// Completes descriptors as [`Self::drain`] does and queues their
+    /// callbacks, without running them.
+    fn complete_finished(&self, mode: Drain) -> Reaped {
         let mut reaped = Reaped::default();
         let mut done: [Option<Finished>; BATCH] = [const { None }; BATCH];
         loop {
             let mut comp = self.completions.lock();
-            let n = self.collect(mode, &mut done);
+            let n = self.collect(mode, &mut done, &mut reaped.unfinished);
             if n == 0 {
                 break;
             }
@@ -581,7 +592,6 @@ impl PlxChannel {
                 }
             }
         }
-        self.run_callbacks();
         reaped
     }
 
@@ -614,7 +624,14 @@ impl PlxChannel {
     }
 
     /// Moves up to [`BATCH`] finished descriptors off the ring into `out`.
-    fn collect(&self, mode: Drain, out: &mut [Option<Finished>; BATCH]) -> usize {
+    /// `unfinished` tells, once it returns, whether issued descriptors are
+    /// still in flight.
+    fn collect(
+        &self,
+        mode: Drain,
+        out: &mut [Option<Finished>; BATCH],
+        unfinished: &mut bool,
+    ) -> usize {
         let mut st = self.state.lock();
         let Some(ring) = self.ring.try_access() else {
             return 0;
@@ -673,6 +690,7 @@ impl PlxChannel {
                 st.issued = st.tail;
             }
         }
+        *unfinished = st.issued_in_flight() != 0;
         n
     }
 
@@ -791,22 +809,30 @@ impl PlxChannel {
     /// error, whose recovery the caller runs (in process context).
     ///
     /// On a message-signalled vector nothing read `INTR_STATUS` yet. It is
-    /// read (and cleared) here, after the callbacks, when the interrupt may
-    /// have been an error: a copy failed (a data fault raises `ERROR` with
-    /// its write-back), issued descriptors are still unfinished (a fetch or
-    /// write-back fault stops the engine with them VALID), or nothing
-    /// completed. A plain completion, the common case, costs no MMIO read;
-    /// the `DESC_DONE` it leaves latched interrupts nobody and is cleared
-    /// at the next read.
+    /// read (and cleared) here when the interrupt may have been an error: a
+    /// copy failed (a data fault raises `ERROR` with its write-back), issued
+    /// descriptors are still unfinished (a fetch or write-back fault stops
+    /// the engine with them VALID), or nothing completed. A plain
+    /// completion, the common case, costs no MMIO read; the `DESC_DONE` it
+    /// leaves latched interrupts nobody and is cleared at the next read.
+    ///
+    /// On `ERROR` the callbacks wait for the recovery, which runs them once
+    /// it noted what was queued: as with an error seen by the hard handler,
+    /// a client woken by its failed copy cannot submit work the recovery
+    /// then mistakes for the failed engine's (nor fail again before it).
     pub(crate) fn reap_interrupt(&self) -> bool {
-        let reaped = self.drain(Drain::Finished);
-        if !self.msi.load(Relaxed) {
-            return false;
+        let reaped = self.complete_finished(Drain::Finished);
+        let error = self.msi.load(Relaxed)
+            && (reaped.done == 0 || reaped.failed != 0 || reaped.unfinished)
+            && self.read_status_error();
+        if !error {
+            self.run_callbacks();
         }
-        let unfinished = self.state.lock().issued_in_flight() != 0;
-        if reaped.done != 0 && reaped.failed == 0 && !unfinished {
-            return false;
-        }
+        error
+    }
+
+    /// Reads and clears `INTR_STATUS`; whether it reports an engine error.
+    fn read_status_error(&self) -> bool {
         let Some(bar) = self.bar.try_access() else {
             return false;
         };
