@@ -62,14 +62,14 @@ use kernel::{
     devres::Devres,
     dma::{Coherent, DmaAddress},
     io::{io_read, io_write, register::Register, Io},
-    new_mutex, new_work,
+    new_condvar, new_mutex, new_work,
     pci::DevresBar,
     prelude::*,
     sync::{
         aref::ARef,
         atomic::{AtomicFlag, Relaxed},
         barrier::{dma_mb, Write},
-        Arc, ArcBorrow, Mutex,
+        Arc, ArcBorrow, CondVar, Mutex,
     },
     time::{delay::fsleep, hrtimer::HrTimer, Delta, Instant, Monotonic},
     workqueue::Work,
@@ -274,6 +274,10 @@ pub(crate) struct PlxChannel {
     state: SpinLockBh<RingState>,
     #[pin]
     completions: SpinLockBh<Completions>,
+    /// Woken, under `completions`, when the callbacks stop running and
+    /// when a terminate ends: what [`ChannelOps::synchronize`] waits for.
+    #[pin]
+    idle: CondVar,
     /// Set by the hard IRQ handler when the engine reported an error.
     error_pending: AtomicFlag,
     /// The interrupt vector is message-signalled (see
@@ -366,6 +370,7 @@ impl PlxChannel {
                     },
                     "plx_dma_completions"
                 ),
+                idle <- new_condvar!("plx_dma_idle"),
                 error_pending: AtomicFlag::new(false),
                 msi: AtomicFlag::new(false),
                 recovery <- new_mutex!((), "plx_dma_recovery"),
@@ -621,6 +626,25 @@ impl PlxChannel {
             comp.spare = batch;
         }
         comp.running = false;
+        self.idle.notify_all();
+    }
+
+    /// Wakes the waiters of `idle` after a state change they wait for that
+    /// was made under `state` alone: taking `completions` first means a
+    /// waiter is either still before its check or already asleep.
+    fn notify_idle(&self) {
+        let _comp = self.completions.lock();
+        self.idle.notify_all();
+    }
+
+    /// Sleeps until `done` holds, checked under `completions` (taken
+    /// before `state`, as everywhere) and rechecked at each wake-up of
+    /// `idle`. Process context only.
+    fn wait_idle(&self, done: impl Fn(&Completions) -> bool) {
+        let mut comp = self.completions.lock();
+        while !done(&comp) {
+            self.idle.wait(&mut comp);
+        }
     }
 
     /// Moves up to [`BATCH`] finished descriptors off the ring into `out`.
@@ -1095,15 +1119,6 @@ impl ChannelOps for PlxChannel {
         // Process context (dmaengine_synchronize may sleep), never from a
         // callback: wait until the engine stopped for the terminates
         // requested so far, and no callback runs or waits to run.
-        loop {
-            let callbacks_idle = {
-                let comp = self.completions.lock();
-                !comp.running && comp.queue.is_empty()
-            };
-            if callbacks_idle && !self.terminating() {
-                return;
-            }
-            fsleep(Delta::from_micros(100));
-        }
+        self.wait_idle(|comp| !comp.running && comp.queue.is_empty() && !self.terminating());
     }
 }

@@ -26,7 +26,6 @@ use kernel::{
     impl_has_work,
     prelude::*,
     sync::{Arc, ArcBorrow},
-    time::{delay::fsleep, Delta},
     workqueue::{self, WorkItem},
 };
 
@@ -80,9 +79,7 @@ impl PlxChannel {
     /// Waits until no terminate is queued or in progress. The channel must
     /// be marked dead first, so that none is requested meanwhile.
     pub(super) fn wait_terminate_idle(&self) {
-        while self.terminating() {
-            fsleep(Delta::from_millis(1));
-        }
+        self.wait_idle(|_| !self.terminating());
     }
 
     /// The work item's body: stop, abort, restart, until no terminate is
@@ -97,6 +94,8 @@ impl PlxChannel {
                     Some(bound) if !st.dead => bound,
                     _ => {
                         st.terminate.pending = false;
+                        drop(st);
+                        self.notify_idle();
                         return;
                     }
                 }
@@ -107,6 +106,8 @@ impl PlxChannel {
                 let mut st = self.state.lock();
                 st.terminate.abort_before = None;
                 st.terminate.pending = false;
+                drop(st);
+                self.notify_idle();
                 return;
             }
             self.drain(Drain::AbortBefore(bound));
