@@ -28,10 +28,9 @@ use crate::rdma::{
 };
 use crate::{cq::Cq, pd::Pd, stats::Stats, wq::WorkQueue, Device};
 use kernel::{
-    impl_has_work, new_spinlock, new_work,
+    impl_has_work, new_condvar, new_spinlock, new_work,
     prelude::*,
-    sync::{Arc, SpinLock},
-    time::{delay::fsleep, Delta},
+    sync::{Arc, CondVar, SpinLock},
     workqueue::{self, Work, WorkItem},
 };
 
@@ -129,6 +128,10 @@ pub(crate) struct Qp {
     sq_sig_all: bool,
     #[pin]
     pub(crate) state: SpinLock<QpState>,
+    /// Woken, under `state`, when the work item goes idle: what
+    /// [`Self::shut_down`] waits for.
+    #[pin]
+    worker_idle: CondVar,
     #[pin]
     work: Work<Qp>,
 }
@@ -210,6 +213,7 @@ impl Qp {
                     worker: false,
                     dead: false,
                 }, "plx_rdma_qp"),
+                worker_idle <- new_condvar!("plx_rdma_qp::worker_idle"),
                 work <- new_work!("plx_rdma_qp::work"),
             }),
             GFP_KERNEL,
@@ -575,6 +579,7 @@ impl Qp {
             Some(w) => Some((w, st.state)),
             None => {
                 st.worker = false;
+                self.worker_idle.notify_all();
                 None
             }
         }
@@ -584,14 +589,18 @@ impl Qp {
     /// destroyed ([`Self::stopping`]): it is idle from now on.
     pub(crate) fn worker_stopped(&self) {
         self.state.lock().worker = false;
+        self.worker_idle.notify_all();
     }
 
     /// Stops the work item and waits until it is idle; nothing completes
     /// afterwards. For destroy.
     pub(crate) fn shut_down(&self) {
-        self.state.lock().dead = true;
-        while self.state.lock().worker {
-            fsleep(Delta::from_micros(200));
+        let mut st = self.state.lock();
+        st.dead = true;
+        // Checked and put to sleep under the lock the work item clears
+        // `worker` under: its wake-up cannot fall in between.
+        while st.worker {
+            self.worker_idle.wait(&mut st);
         }
     }
 

@@ -913,6 +913,12 @@ TEST_F(pair, destroy_qp_with_requests_queued)
 	/* Whatever completed before the destroy is there to poll. */
 	while (ibv_poll_cq(self->cq, DEPTH, wc) > 0)
 		;
+	/*
+	 * And nothing after it: the destroy waits for the request that was
+	 * running to end (a 1 MiB copy takes well under this).
+	 */
+	usleep(100000);
+	EXPECT_EQ(0, ibv_poll_cq(self->cq, DEPTH, wc)) TH_LOG("a completion arrived after the destroy");
 	ASSERT_EQ(0, to_init(self->a, IBV_ACCESS_LOCAL_WRITE));
 }
 
