@@ -234,6 +234,9 @@ struct Completions {
     spare: KVec<Ended>,
     /// A thread is running callbacks; it also runs those queued meanwhile.
     running: bool,
+    /// Threads asleep on `PlxChannel::idle`: the callback runner, on the
+    /// completion path, wakes the queue only when someone waits.
+    sleepers: u32,
     /// Descriptors completed and failed.
     counters: CompletionCounters,
 }
@@ -366,6 +369,7 @@ impl PlxChannel {
                         queue,
                         spare,
                         running: false,
+                        sleepers: 0,
                         counters: CompletionCounters::default(),
                     },
                     "plx_dma_completions"
@@ -626,15 +630,19 @@ impl PlxChannel {
             comp.spare = batch;
         }
         comp.running = false;
-        self.idle.notify_all();
+        if comp.sleepers != 0 {
+            self.idle.notify_all();
+        }
     }
 
     /// Wakes the waiters of `idle` after a state change they wait for that
     /// was made under `state` alone: taking `completions` first means a
     /// waiter is either still before its check or already asleep.
     fn notify_idle(&self) {
-        let _comp = self.completions.lock();
-        self.idle.notify_all();
+        let comp = self.completions.lock();
+        if comp.sleepers != 0 {
+            self.idle.notify_all();
+        }
     }
 
     /// Sleeps until `done` holds, checked under `completions` (taken
@@ -643,7 +651,11 @@ impl PlxChannel {
     fn wait_idle(&self, done: impl Fn(&Completions) -> bool) {
         let mut comp = self.completions.lock();
         while !done(&comp) {
+            // Counted under the lock the wakers read it under, before
+            // the sleep: none of them can miss this waiter.
+            comp.sleepers += 1;
             self.idle.wait(&mut comp);
+            comp.sleepers -= 1;
         }
     }
 
