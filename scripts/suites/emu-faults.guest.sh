@@ -176,9 +176,12 @@ done
 summary_is dma1 "NoError=6 ReadFailed=0 WriteFailed=0 Aborted=1 errors=0 bad_data=0"
 # Seven descriptors, one interrupt each: the dropped one is never seen and
 # the duplicate is taken like any other (on MSI-X the handler reads no
-# status: the reap that follows finds nothing new), so seven interrupts;
-# one completion per copy, nothing to recover.
-stats_are dma1 "$F1" submitted=7 completed=6 failed=1 interrupts=7 recoveries=0 ring_occupancy=0
+# status: the reap that follows finds nothing new), so seven interrupts,
+# or six when the duplicate merges with its original in the eventfd before
+# QEMU reads it; one completion per copy, nothing to recover.
+stats_are dma1 "$F1" submitted=7 completed=6 failed=1 recoveries=0 ring_occupancy=0
+irqs=$(stat_of "$F1" interrupts)
+check "dma1: 6 or 7 interrupts (the duplicate taken or merged; saw $irqs)" test "$irqs" -ge 6 -a "$irqs" -le 7
 grep rust_plx_dma /proc/interrupts | sed 's/  */ /g; s/^/# /'
 
 # --- dma2: stall ---------------------------------------------------------
