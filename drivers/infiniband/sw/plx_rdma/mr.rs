@@ -21,7 +21,7 @@ use kernel::{
     new_spinlock,
     prelude::*,
     sync::{
-        atomic::{Atomic, Relaxed},
+        atomic::{Acquire, Atomic, Relaxed, Release},
         Arc, SpinLock,
     },
     time::{delay::fsleep, Delta},
@@ -49,7 +49,10 @@ pub(crate) struct MrUse(Arc<Mr>);
 
 impl Drop for MrUse {
     fn drop(&mut self) {
-        self.0.busy.fetch_sub(1, Relaxed);
+        // Release: whatever the request did to the region's pages comes
+        // before the deregistration that sees the count drop and unpins
+        // them (its Acquire load pairs with this).
+        self.0.busy.fetch_sub(1, Release);
     }
 }
 
@@ -215,7 +218,7 @@ impl MrTable {
             slots.regions[i] = None;
             let _ = slots.free.push_within_capacity(i as u32);
         }
-        while mr.busy.load(Relaxed) != 0 {
+        while mr.busy.load(Acquire) != 0 {
             fsleep(Delta::from_micros(100));
         }
         Ok(())
