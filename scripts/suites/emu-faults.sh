@@ -67,6 +67,14 @@ check "emulator ch0: the unmapped IOVAs missed the DMA windows (mapped_misses=${
 msgs=$(stat_of_emu ch0 dma_messages) cerr=$(stat_of_emu ch0 dma_client_errors)
 check "emulator ch0: the misses went to QEMU as DMA messages, refused (dma_messages=${msgs:-?} dma_client_errors=${cerr:-?})" \
 	test "${msgs:-0}" -ge 2 -a "${cerr:-0}" -eq 2
+# The vIOMMU maps page by page; pages that continue a window join it.
+merged=0 maps=0
+for ch in ch0 ch1 ch2; do
+	merged=$((merged + $(stat_of_emu $ch dma_maps_merged || true) + 0))
+	maps=$((maps + $(stat_of_emu $ch dma_maps || true) + 0))
+done
+check "emulator: page-by-page DMA_MAPs joined adjacent windows (dma_maps_merged=$merged of dma_maps=$maps)" \
+	test "$merged" -gt 0 -a "$merged" -lt "$maps"
 fault_matrix_report emu-faults
 for ch in ch0 ch1 ch2; do
 	bm=$(stat_of_emu $ch bytes_mapped) bmsg=$(stat_of_emu $ch bytes_messages)

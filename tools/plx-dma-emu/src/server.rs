@@ -445,8 +445,12 @@ impl Session {
         }
         let has_fd = fd.is_some();
         let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
+        let windows = t.len();
         match t.map(m.iova, m.size, m.offset, m.flags, fd, self.mapped) {
             Ok(()) => {
+                if t.len() <= windows {
+                    inc(&self.dev.stats.dma_maps_merged);
+                }
                 crate::log!(
                     Level::Debug,
                     self.dev.name(),

@@ -79,6 +79,9 @@ counters! {
     mapped_misses,
     /// VFIO_USER_DMA_MAP messages received, refused ones included.
     dma_maps,
+    /// DMA_MAPs that continued an adjacent window (same file, next
+    /// offset, same rights) and were kept in it: see `DmaMapTable::map`.
+    dma_maps_merged,
     /// VFIO_USER_DMA_UNMAP messages received, refused ones included.
     dma_unmaps,
     /// Payload bytes copied directly between mapped DMA windows.
