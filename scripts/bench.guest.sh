@@ -15,7 +15,9 @@
 REPS=${REPS:-3}
 SIZES="4096 65536 1048576"
 MEMCPY_SIZES="64 4096 65536 1048576"
-DEPTH_SIZES="64 4096 65536 1048576"
+# The C driver's deep-queue boots each take one size (DEPTH_SIZES, from
+# /guest/params.sh): see bench.sh.
+DEPTH_SIZES=${DEPTH_SIZES:-64 4096 65536 1048576}
 BENCH_PATH=${BENCH_PATH:-message}
 echo "BENCH path $BENCH_PATH"
 
@@ -58,7 +60,7 @@ depth_run() {
 
 # depth_bench DRIVER MODE REP FULL: the size x depth grid on one channel
 # (FULL=0: 64 B at every depth and 64 KiB at depth 16 only), and two
-# channels at depth 16 for 64 KiB and 1 MiB.
+# channels at depth 16 for 64 KiB and 1 MiB (those of DEPTH_SIZES).
 depth_bench() {
 	local drv=$1 mode=$2 rep=$3 full=$4 size depth
 	for size in $DEPTH_SIZES; do
@@ -69,8 +71,11 @@ depth_bench() {
 		done
 	done
 	if [ "$full" = 1 ]; then
-		depth_run "$drv" "$mode" "$rep" 65536 16 2
-		depth_run "$drv" "$mode" "$rep" 1048576 16 2
+		for size in $DEPTH_SIZES; do
+			case $size in
+			65536 | 1048576) depth_run "$drv" "$mode" "$rep" "$size" 16 2 ;;
+			esac
+		done
 	fi
 }
 

@@ -40,16 +40,24 @@ for path in mapped message; do
 		-a "$user/plx_dma_copy_bench:/usr/local/bin/plx_dma_copy_bench" "${extras[@]}" >&2 || rc=$?
 	[ "$rc" -eq 0 ] || die "the benchmark guest failed (status $rc); see build/results/bench-$path.console"
 	cp "$REPO/build/results/bench-$path.guest.tap" "$out/raw-$path.txt"
-	# The C plx_dma's deep-queue runs, in a boot that may not end well:
+	# The C plx_dma's deep-queue runs, in boots that may not end well:
 	# its queue can stall for good on the emulated engine (each run gives
 	# up after 3 s without a completion, and the channel release after
-	# such a stall may never return). Whatever it measured counts; the
-	# stalls are reported.
-	EMU_ARGS=$args GUEST_PARAMS="BENCH_PATH=$path C_DEPTH_ONLY=1" \
-		run_emulated_guest "bench-$path-c" 2 900 "$REPO/scripts/bench.guest.sh" -k bench >&2 ||
-		log "the plx_dma deep-queue boot on the $path path ended with status $? (see build/results/bench-$path-c.console)"
-	cat "$REPO/build/results/bench-$path-c.guest.tap" >>"$out/raw-$path.txt"
-	stalls=$(grep -c 'no copy completed for' "$REPO/build/results/bench-$path-c.console" || true)
+	# such a stall, or the whole guest, may never return). One boot per
+	# size, each well under its timeout when nothing hangs (10 to 70 s),
+	# so that a hang costs that size's remaining runs and 3 minutes, not
+	# the rest of the grid. Whatever they measured counts; the stalls and
+	# the hung boots are reported.
+	stalls=0
+	for size in 64 4096 65536 1048576; do
+		name=bench-$path-c-$size
+		EMU_ARGS=$args GUEST_PARAMS="BENCH_PATH=$path C_DEPTH_ONLY=1 DEPTH_SIZES=$size" \
+			run_emulated_guest "$name" 2 180 "$REPO/scripts/bench.guest.sh" -k bench >&2 ||
+			log "the plx_dma deep-queue boot at $size B on the $path path ended with status $? (see build/results/$name.console)"
+		cat "$REPO/build/results/$name.guest.tap" >>"$out/raw-$path.txt"
+		n=$(grep -c 'no copy completed for' "$REPO/build/results/$name.console" || true)
+		stalls=$((stalls + n))
+	done
 	echo "BENCH stalls plx_dma $path $stalls" >>"$out/raw-$path.txt"
 	raws+=("$path=$out/raw-$path.txt")
 done
