@@ -579,7 +579,11 @@ impl Qp {
             Some(w) => Some((w, st.state)),
             None => {
                 st.worker = false;
-                self.worker_idle.notify_all();
+                // Only `shut_down` sleeps on it, after setting `dead`
+                // under this lock: a running QP pays no wake-up per batch.
+                if st.dead {
+                    self.worker_idle.notify_all();
+                }
                 None
             }
         }
