@@ -21,16 +21,20 @@ use kernel::{
     new_spinlock,
     prelude::*,
     sync::{
-        atomic::{Acquire, Atomic, Relaxed, Release},
-        Arc, SpinLock,
+        atomic::{Atomic, Full, Relaxed, Release},
+        Arc, Completion, SpinLock,
     },
-    time::{delay::fsleep, Delta},
 };
 
 /// Access bits a region may be registered with.
 const SUPPORTED: u32 = access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ;
 
+/// Set in [`Mr::busy`] once the region is deregistered: the work request
+/// that then drops the count to this value wakes the deregistration.
+const DYING: u32 = 1 << 31;
+
 /// A registered memory region.
+#[pin_data]
 pub(crate) struct Mr {
     pub(crate) pd: Arc<Pd>,
     /// Address of byte 0 as work requests name it.
@@ -39,8 +43,13 @@ pub(crate) struct Mr {
     pub(crate) access: u32,
     pub(crate) key: u32,
     pub(crate) mem: UserDma,
-    /// Work requests using the region now; deregistration waits for 0.
+    /// Work requests using the region now, plus [`DYING`] once it is
+    /// deregistered.
     busy: Atomic<u32>,
+    /// Completed by the last work request to let go of a deregistered
+    /// region.
+    #[pin]
+    released: Completion,
 }
 
 /// A work request's hold on a region: deregistration waits until it is
@@ -51,8 +60,12 @@ impl Drop for MrUse {
     fn drop(&mut self) {
         // Release: whatever the request did to the region's pages comes
         // before the deregistration that sees the count drop and unpins
-        // them (its Acquire load pairs with this).
-        self.0.busy.fetch_sub(1, Release);
+        // them (its full-barrier update, or the completion, pairs with
+        // this). Only the last holder of a deregistered region sees
+        // `DYING + 1`: no new holder can appear once it left the table.
+        if self.0.busy.fetch_sub(1, Release) == DYING + 1 {
+            self.0.released.complete_all();
+        }
     }
 }
 
@@ -169,8 +182,8 @@ impl MrTable {
         slots.generation[i] = slots.generation[i].wrapping_add(1);
         let key = (index << 8) | u32::from(slots.generation[i]);
         drop(slots);
-        let mr = Arc::new(
-            Mr {
+        let mr = Arc::pin_init(
+            try_pin_init!(Mr {
                 pd: pd.clone(),
                 iova,
                 length,
@@ -178,7 +191,8 @@ impl MrTable {
                 key,
                 mem,
                 busy: Atomic::new(0),
-            },
+                released <- Completion::new(),
+            }),
             GFP_KERNEL,
         );
         let mut slots = self.slots.lock();
@@ -189,7 +203,7 @@ impl MrTable {
             }
             Err(e) => {
                 let _ = slots.free.push_within_capacity(index);
-                Err(e.into())
+                Err(e)
             }
         }
     }
@@ -205,7 +219,7 @@ impl MrTable {
         Some(MrUse(mr.clone()))
     }
 
-    /// Removes `mr`: its key fails from now on. Then waits until no work
+    /// Removes `mr`: its key fails from now on. Then sleeps until no work
     /// request uses it, so that the caller may unpin it.
     pub(crate) fn deregister(&self, mr: &Arc<Mr>) -> Result {
         {
@@ -218,8 +232,12 @@ impl MrTable {
             slots.regions[i] = None;
             let _ = slots.free.push_within_capacity(i as u32);
         }
-        while mr.busy.load(Acquire) != 0 {
-            fsleep(Delta::from_micros(100));
+        // Work requests take the region only through the table (`get`,
+        // under the same lock), so the count only falls from here on.
+        // Full: if it is already 0, what the last request did comes
+        // before this, as its Release pairs with this read.
+        if mr.busy.fetch_add(DYING, Full) != 0 {
+            mr.released.wait_for_completion();
         }
         Ok(())
     }
