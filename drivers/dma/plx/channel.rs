@@ -69,9 +69,9 @@ use kernel::{
         aref::ARef,
         atomic::{AtomicFlag, Relaxed},
         barrier::{dma_mb, Write},
-        Arc, ArcBorrow, CondVar, Mutex,
+        Arc, ArcBorrow, CondVar, CondVarTimeoutResult, Mutex,
     },
-    time::{delay::fsleep, hrtimer::HrTimer, Delta, Instant, Monotonic},
+    time::{delay::fsleep, hrtimer::HrTimer, msecs_to_jiffies, Delta, Instant, Monotonic},
     workqueue::Work,
 };
 use pin_init::Zeroable;
@@ -659,6 +659,27 @@ impl PlxChannel {
         }
     }
 
+    /// As [`Self::wait_idle`], for at most `timeout`, and no longer once a
+    /// signal is pending (so that a killed caller does not spin out the
+    /// timeout). Returns whether `done` holds.
+    fn wait_idle_timeout(&self, done: impl Fn(&Completions) -> bool, timeout: Delta) -> bool {
+        let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
+        let mut left = msecs_to_jiffies(ms);
+        let mut comp = self.completions.lock();
+        while !done(&comp) {
+            comp.sleepers += 1;
+            let woken = self.idle.wait_interruptible_timeout(&mut comp, left);
+            comp.sleepers -= 1;
+            match woken {
+                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+                CondVarTimeoutResult::Signal { .. } | CondVarTimeoutResult::Timeout => {
+                    return done(&comp)
+                }
+            }
+        }
+        true
+    }
+
     /// Moves up to [`BATCH`] finished descriptors off the ring into `out`.
     /// `unfinished` tells, once it returns, whether issued descriptors are
     /// still in flight.
@@ -906,16 +927,8 @@ impl PlxChannel {
     /// has its IOMMU domain; one that keeps the channel is left to do so
     /// after the device is gone. Returns whether the channel is free.
     pub(crate) fn wait_released(&self, timeout: Delta) -> bool {
-        let start = Instant::<Monotonic>::now();
-        loop {
-            if self.state.lock().submitter.is_none() {
-                return true;
-            }
-            if start.elapsed().as_nanos() >= timeout.as_nanos() {
-                return false;
-            }
-            fsleep(Delta::from_millis(1));
-        }
+        // `free_resources` wakes `idle` once it took the submitter.
+        self.wait_idle_timeout(|_| self.state.lock().submitter.is_none(), timeout)
     }
 }
 
@@ -967,6 +980,8 @@ impl ChannelOps for PlxChannel {
         // Every callback has run before the descriptors go.
         self.synchronize();
         let sub = self.state.lock().submitter.take();
+        // A remove may be waiting for this (`wait_released`).
+        self.notify_idle();
         let comp = self.completions.lock().completer.take();
         // Freed outside the locks; the descriptors go with the last one.
         drop(sub);

@@ -29,12 +29,11 @@ use kernel::{
     impl_has_hr_timer, impl_has_work,
     sync::{Arc, ArcBorrow},
     time::{
-        delay::fsleep,
         hrtimer::{
             ArcHrTimerHandle, HrTimerCallback, HrTimerCallbackContext, HrTimerPointer,
             HrTimerRestart, RelativeSoftMode,
         },
-        Delta, Instant, Monotonic,
+        Instant, Monotonic,
     },
     workqueue::{self, WorkItem},
 };
@@ -125,9 +124,8 @@ impl PlxChannel {
     /// Waits until no recovery work item is queued or running. The
     /// channel must be marked dead first, so that no tick queues another.
     pub(super) fn wait_recovery_idle(&self) {
-        while self.state.lock().watchdog.recovery_queued {
-            fsleep(Delta::from_millis(1));
-        }
+        // The work item wakes `idle` when it clears the flag.
+        self.wait_idle(|_| !self.state.lock().watchdog.recovery_queued);
     }
 }
 
@@ -185,6 +183,9 @@ impl WorkItem for PlxChannel {
             // Cannot be queued already: it is running, and only a caller
             // that found `recovery_queued` clear queues it.
             let _ = workqueue::system_long().enqueue::<Arc<Self>, 0>(this);
+        } else {
+            // A shutdown may be waiting for this (`wait_recovery_idle`).
+            this.notify_idle();
         }
     }
 }
