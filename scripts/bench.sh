@@ -29,13 +29,16 @@ for f in "${files[@]}"; do extras+=(-a "$f"); done
 # (guest memory through the fds QEMU hands over with DMA_MAP) with the
 # whole bench, the message one (every access a VFIO_USER_DMA_READ/WRITE
 # that QEMU carries out through the vIOMMU) without perftest.
+# The deep-queue client's sizes, for both drivers' boots (comma-separated:
+# GUEST_PARAMS words carry no spaces).
+depth_sizes=64,4096,65536,1048576
 raws=()
 for path in mapped message; do
 	args=
 	[ "$path" = mapped ] && args=--mapped
 	perftest=1
 	[ "$path" = message ] && perftest=0
-	EMU_ARGS=$args GUEST_PARAMS="BENCH_PATH=$path PERFTEST=$perftest" \
+	EMU_ARGS=$args GUEST_PARAMS="BENCH_PATH=$path PERFTEST=$perftest DEPTH_SIZES=$depth_sizes" \
 		run_emulated_guest "bench-$path" 2 3600 "$REPO/scripts/bench.guest.sh" -k bench \
 		-a "$user/plx_dma_copy_bench:/usr/local/bin/plx_dma_copy_bench" "${extras[@]}" >&2 || rc=$?
 	[ "$rc" -eq 0 ] || die "the benchmark guest failed (status $rc); see build/results/bench-$path.console"
@@ -44,12 +47,12 @@ for path in mapped message; do
 	# its queue can stall for good on the emulated engine (each run gives
 	# up after 3 s without a completion, and the channel release after
 	# such a stall, or the whole guest, may never return). One boot per
-	# size, each well under its timeout when nothing hangs (10 to 70 s),
+	# size, each well under its timeout when nothing hangs (15 to 110 s),
 	# so that a hang costs that size's remaining runs and 3 minutes, not
 	# the rest of the grid. Whatever they measured counts; the stalls and
 	# the hung boots are reported.
 	stalls=0
-	for size in 64 4096 65536 1048576; do
+	for size in ${depth_sizes//,/ }; do
 		name=bench-$path-c-$size
 		EMU_ARGS=$args GUEST_PARAMS="BENCH_PATH=$path C_DEPTH_ONLY=1 DEPTH_SIZES=$size" \
 			run_emulated_guest "$name" 2 180 "$REPO/scripts/bench.guest.sh" -k bench >&2 ||
