@@ -88,6 +88,11 @@ struct worker {
 	atomic_t completed;
 	atomic_t errors;
 	unsigned int low;		/* refill when in flight falls to this */
+	/*
+	 * The thread sleeps until this many copies completed: enough to
+	 * refill, one more if the provider had no room, or all of them.
+	 */
+	unsigned int want;
 	wait_queue_head_t wq;
 	u64 ns;
 	u64 submit_ns;
@@ -118,7 +123,7 @@ static void copy_done(void *param, const struct dmaengine_result *res)
 	if (res->result != DMA_TRANS_NOERROR)
 		atomic_inc(&w->errors);
 	done = atomic_inc_return(&w->completed);
-	if (READ_ONCE(w->submitted) - done <= w->low || done == copies)
+	if (done >= READ_ONCE(w->want))
 		wake_up(&w->wq);
 }
 
@@ -165,6 +170,7 @@ static int refill(struct worker *w)
 	struct dma_async_tx_descriptor *tx;
 	u64 t0 = ktime_get_ns();
 	unsigned int queued = 0;
+	bool refused = false;
 	dma_cookie_t cookie;
 
 	while (w->submitted < copies &&
@@ -173,8 +179,10 @@ static int refill(struct worker *w)
 
 		tx = dmaengine_prep_dma_memcpy(w->chan, w->dst_dma[i], w->src_dma, size,
 					       DMA_PREP_INTERRUPT | DMA_CTRL_ACK);
-		if (!tx)
-			break;	/* ring full: wait for completions */
+		if (!tx) {
+			refused = true;	/* ring full: wait for completions */
+			break;
+		}
 		tx->callback_result = copy_done;
 		tx->callback_param = w;
 		cookie = dmaengine_submit(tx);
@@ -192,6 +200,20 @@ static int refill(struct worker *w)
 		w->submit_ns += ktime_get_ns() - t0;
 	} else if (w->submitted - atomic_read(&w->completed) == 0 && w->submitted < copies)
 		return -ENOSPC;	/* nothing in flight and the provider refuses */
+	/*
+	 * What to sleep for.  Once every copy is submitted, the last one:
+	 * waiting on the refill mark then would return at once, and the
+	 * thread would spin (for ever, if a completion never comes).  If
+	 * the provider refused a copy, the next completion (or none, if
+	 * nothing is in flight: the next refill then finds out).
+	 */
+	if (w->submitted == copies)
+		WRITE_ONCE(w->want, copies);
+	else if (refused)
+		WRITE_ONCE(w->want, min_t(unsigned int, atomic_read(&w->completed) + 1,
+					  w->submitted));
+	else
+		WRITE_ONCE(w->want, w->submitted - w->low);
 	return 0;
 }
 
@@ -209,18 +231,18 @@ static int run_copies(struct worker *w)
 			return ret;
 		if (atomic_read(&w->errors))
 			return -EIO;
-		if (!wait_event_timeout(w->wq,
-					w->submitted - atomic_read(&w->completed) <= w->low ||
-					atomic_read(&w->completed) == copies, timeout)) {
+		if (!wait_event_timeout(w->wq, atomic_read(&w->completed) >= w->want,
+					timeout)) {
 			if (atomic_read(&w->completed) == seen) {
 				pr_err("%s: no copy completed for %u ms (%u of %u done)\n",
 				       dma_chan_name(w->chan), timeout_ms, seen, copies);
 				return -ETIMEDOUT;
 			}
 			/*
-			 * Some copies completed, too few to reach the refill
-			 * mark: a stall that the refill below may end.  Said,
-			 * since it makes this run's figures meaningless.
+			 * Some copies completed, too few to reach what the
+			 * thread waits for: a stall that the refill below may
+			 * end.  Said, since it makes this run's figures
+			 * meaningless.
 			 */
 			pr_warn("%s: waited %u ms with %u of %u submitted copies completed\n",
 				dma_chan_name(w->chan), timeout_ms,
