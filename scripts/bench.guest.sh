@@ -106,7 +106,7 @@ dmatest_bench() {
 
 if [ "${C_DEPTH_ONLY:-0}" = 1 ]; then
 	# Each run waits at most 3 s for a completion; a stalled queue fails
-	# its run and, if the release then hangs, ends the boot.
+	# its run (and would end the boot if the release then hung).
 	DEPTH_TIMEOUT_MS=3000
 	modprobe plx_dma || not_ok "modprobe plx_dma"
 	for rep in $(seq "$DEPTH_REPS"); do depth_bench plx_dma default "$rep" 1; done

@@ -43,14 +43,15 @@ for path in mapped message; do
 		-a "$user/plx_dma_copy_bench:/usr/local/bin/plx_dma_copy_bench" "${extras[@]}" >&2 || rc=$?
 	[ "$rc" -eq 0 ] || die "the benchmark guest failed (status $rc); see build/results/bench-$path.console"
 	cp "$REPO/build/results/bench-$path.guest.tap" "$out/raw-$path.txt"
-	# The C plx_dma's deep-queue runs, in boots that may not end well:
-	# its queue can stall for good on the emulated engine (each run gives
-	# up after 3 s without a completion, and the channel release after
-	# such a stall, or the whole guest, may never return). One boot per
-	# size, each well under its timeout when nothing hangs (15 to 110 s),
-	# so that a hang costs that size's remaining runs and 3 minutes, not
-	# the rest of the grid. Whatever they measured counts; the stalls and
-	# the hung boots are reported.
+	# The C plx_dma's deep-queue runs, in boots of their own: its queue
+	# can stall for good on the emulated engine (a completion it lost,
+	# bench.rst), and each such run gives up after 3 s without one. The
+	# guest freezes once seen here were the client spinning at the end of
+	# such a run (it now sleeps), but a release after a stall is plx_dma's
+	# code: one boot per size, each well under its timeout (15 to 110 s),
+	# so that a hang would cost that size's remaining runs and 3 minutes,
+	# not the rest of the grid. Whatever they measured counts; the stalls
+	# and any hung boot are reported.
 	stalls=0
 	for size in ${depth_sizes//,/ }; do
 		name=bench-$path-c-$size
