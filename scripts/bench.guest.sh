@@ -140,8 +140,8 @@ done
 # per-descriptor interrupts reaped by the IRQ thread (what the C driver
 # does, but with a thread), and polled. plx_dma's deep-queue runs have a
 # boot of their own (C_DEPTH_ONLY=1, see bench.sh): its queue can stop
-# moving for good on the emulated engine, and its channel release then
-# never returns.
+# moving for good on the emulated engine, and its channel release after
+# such a stall is its own code.
 for rep in $(seq "$DEPTH_REPS"); do
 	for mode in default "irq_coalesce=1 irq_thread=1" "poll_us=50"; do
 		full=0
