@@ -248,9 +248,9 @@ struct Reaped {
     done: usize,
     /// Of those, descriptors that failed or were aborted.
     failed: usize,
-    /// Descriptors handed to the engine were still unfinished when it
-    /// stopped.
-    unfinished: bool,
+    /// The free-running index of the oldest descriptor handed to the
+    /// engine and still unfinished when it stopped, if any.
+    unfinished: Option<u32>,
 }
 
 /// How [`PlxChannel::drain`] treats descriptors the engine has not finished.
@@ -400,6 +400,7 @@ impl PlxChannel {
             interrupts: Stats::get(&self.stats.interrupts),
             recoveries: Stats::get(&self.stats.recoveries),
             stalls: Stats::get(&self.stats.stalls),
+            status_reads: Stats::get(&self.stats.status_reads),
         }
     }
 
@@ -681,13 +682,13 @@ impl PlxChannel {
     }
 
     /// Moves up to [`BATCH`] finished descriptors off the ring into `out`.
-    /// `unfinished` tells, once it returns, whether issued descriptors are
-    /// still in flight.
+    /// `unfinished` tells, once it returns, the free-running index of the
+    /// oldest issued descriptor still in flight, if any.
     fn collect(
         &self,
         mode: Drain,
         out: &mut [Option<Finished>; BATCH],
-        unfinished: &mut bool,
+        unfinished: &mut Option<u32>,
     ) -> usize {
         let mut st = self.state.lock();
         let Some(ring) = self.ring.try_access() else {
@@ -747,7 +748,7 @@ impl PlxChannel {
                 st.issued = st.tail;
             }
         }
-        *unfinished = st.issued_in_flight() != 0;
+        *unfinished = (st.issued_in_flight() != 0).then_some(st.tail);
         n
     }
 
@@ -867,25 +868,61 @@ impl PlxChannel {
     ///
     /// On a message-signalled vector nothing read `INTR_STATUS` yet. It is
     /// read (and cleared) here when the interrupt may have been an error: a
-    /// copy failed (a data fault raises `ERROR` with its write-back), issued
-    /// descriptors are still unfinished (a fetch or write-back fault stops
-    /// the engine with them VALID), or nothing completed. A plain
+    /// copy failed (a data fault raises `ERROR` with its write-back),
+    /// nothing completed, or issued descriptors are still unfinished and
+    /// the engine made no progress on them while the callbacks ran (a fetch
+    /// or write-back fault stops the engine with them VALID). A plain
     /// completion, the common case, costs no MMIO read; the `DESC_DONE` it
     /// leaves latched interrupts nobody and is cleared at the next read.
     ///
-    /// On `ERROR` the callbacks wait for the recovery, which runs them once
-    /// it noted what was queued: as with an error seen by the hard handler,
-    /// a client woken by its failed copy cannot submit work the recovery
-    /// then mistakes for the failed engine's (nor fail again before it).
+    /// When a copy failed or nothing completed, the callbacks wait for the
+    /// recovery on `ERROR`, which runs them once it noted what was queued:
+    /// as with an error seen by the hard handler, a client woken by its
+    /// failed copy cannot submit work the recovery then mistakes for the
+    /// failed engine's (nor fail again before it). Copies that completed
+    /// with more still in flight all succeeded, so their callbacks run
+    /// first: that is the interrupt a deep queue raises in the middle of a
+    /// batch, or with the next batch already issued, and the read, a round
+    /// trip to the device, is then rarely needed and never on their path.
+    /// Should the engine have stopped on a fault meanwhile, a client those
+    /// callbacks woke may have queued copies before the recovery began,
+    /// which it aborts with the failed engine's, as it would copies
+    /// submitted then by any other thread.
     pub(crate) fn reap_interrupt(&self) -> bool {
         let reaped = self.complete_finished(Drain::Finished);
-        let error = self.msi.load(Relaxed)
-            && (reaped.done == 0 || reaped.failed != 0 || reaped.unfinished)
-            && self.read_status_error();
-        if !error {
+        if !self.msi.load(Relaxed) {
             self.run_callbacks();
+            return false;
         }
-        error
+        if reaped.done == 0 || reaped.failed != 0 {
+            let error = self.read_status_error();
+            if !error {
+                self.run_callbacks();
+            }
+            return error;
+        }
+        self.run_callbacks();
+        reaped
+            .unfinished
+            .is_some_and(|oldest| !self.progressed_since(oldest) && self.read_status_error())
+    }
+
+    /// Whether the descriptor at free-running index `oldest`, the oldest
+    /// one unfinished when last seen, has ended since: written back by the
+    /// engine, which then was still running, or completed by another
+    /// thread (a poll, a recovery). The engine stops at the descriptor it
+    /// failed on, so one written back after an interrupt shows that no
+    /// fault had stopped it before; a fault after it sends a message, and
+    /// so a reap, of its own.
+    fn progressed_since(&self, oldest: u32) -> bool {
+        let st = self.state.lock();
+        if st.tail != oldest {
+            return true;
+        }
+        let Some(ring) = self.ring.try_access() else {
+            return true;
+        };
+        read_flags(&ring, self.slot(oldest)).map_or(true, |word| !WriteBack(word).pending())
     }
 
     /// Reads and clears `INTR_STATUS`; whether it reports an engine error.
@@ -893,6 +930,7 @@ impl PlxChannel {
         let Some(bar) = self.bar.try_access() else {
             return false;
         };
+        Stats::bump(&self.stats.status_reads);
         let status = bar.read(regs::INTR_STATUS);
         if u16::from(status) != 0 {
             bar.write_reg(status);

@@ -245,6 +245,7 @@ fn show_stats(chan: &Arc<PlxChannel>, f: &mut fmt::Formatter<'_>) -> fmt::Result
     writeln!(f, "irq_requests: {}", s.ring.irq_requests)?;
     writeln!(f, "recoveries: {}", s.recoveries)?;
     writeln!(f, "stalls: {}", s.stalls)?;
+    writeln!(f, "status_reads: {}", s.status_reads)?;
     writeln!(f, "ring_size: {}", chan.size())?;
     writeln!(f, "ring_occupancy: {}", chan.occupancy())
 }

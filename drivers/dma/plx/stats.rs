@@ -45,6 +45,9 @@ pub(crate) struct Stats {
     pub(crate) recoveries: Atomic<u64>,
     /// Stalls caught by the watchdog (each one also a recovery).
     pub(crate) stalls: Atomic<u64>,
+    /// Reads of `INTR_STATUS` by the reap, each an MMIO round trip to the
+    /// device (see `PlxChannel::reap_interrupt`).
+    pub(crate) status_reads: Atomic<u64>,
 }
 
 /// Every counter of a channel at one moment, for debugfs and the log.
@@ -54,6 +57,7 @@ pub(crate) struct Snapshot {
     pub(crate) interrupts: u64,
     pub(crate) recoveries: u64,
     pub(crate) stalls: u64,
+    pub(crate) status_reads: u64,
 }
 
 impl Stats {
@@ -62,6 +66,7 @@ impl Stats {
             interrupts: Atomic::new(0),
             recoveries: Atomic::new(0),
             stalls: Atomic::new(0),
+            status_reads: Atomic::new(0),
         }
     }
 
