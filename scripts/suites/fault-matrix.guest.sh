@@ -69,12 +69,21 @@ parse_load() {
 }
 
 # load_start PARAM...: starts a long plx_load_client (256 deep, up to 16 KiB)
-# in the background and gives it a second to fill its queue.
+# in the background, waits until it has copies in flight (at most 20 s:
+# loading its module alone can take over a second on a slow guest, and a
+# cell must not take the device away before the load holds the channel),
+# then gives it a second to fill its queue.
 load_start() {
 	mark="fault-matrix-bg-$$-$(date +%s%N)"
 	echo "$mark" >/dev/kmsg
 	modprobe plx_load_client channel="$(chan)" depth=$LOAD_DEPTH copies=10000000 max_size=16384 "$@" &
 	bg=$!
+	i=0
+	while [ "$i" -lt 200 ] && kill -0 "$bg" 2>/dev/null &&
+		! grep -q '^ring_occupancy: [1-9]' "/sys/kernel/debug/rust_plx_dma-$FN/stats" 2>/dev/null; do
+		sleep 0.1
+		i=$((i + 1))
+	done
 	sleep 1
 }
 

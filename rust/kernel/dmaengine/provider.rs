@@ -71,7 +71,9 @@ pub trait ChannelOps: Send + Sync + 'static {
     /// A client took the channel: allocate what transactions need, with
     /// [`DescPool::alloc`], which takes `chan`.
     ///
-    /// Returns the number of descriptors available.
+    /// Returns the number of descriptors available. `ENODEV` reaches the
+    /// client as `ENXIO`: the core takes `ENODEV` from this call for its
+    /// own "provider module gone" case.
     fn alloc_resources(&self, chan: NewChannel<'_>) -> Result<u32>;
 
     /// The last client released the channel: stop, abort and free.
@@ -624,6 +626,12 @@ unsafe extern "C" fn alloc_chan_resources<T: ChannelOps>(
     // device is registered.
     match unsafe { chan::<T>(ctx) }.alloc_resources(NewChannel(Channel(raw, PhantomData))) {
         Ok(n) => n.min(c_int::MAX as u32) as c_int,
+        // The core's `find_candidate` reads `-ENODEV` from here as "the
+        // provider's module is gone" and unlinks the whole device from
+        // its device list, which the device's unregistration then unlinks
+        // a second time (list corruption). A channel refusing clients
+        // because its device is going away says so with `ENXIO` instead.
+        Err(e) if e == ENODEV => ENXIO.to_errno(),
         Err(e) => e.to_errno(),
     }
 }
