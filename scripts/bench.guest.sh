@@ -64,7 +64,10 @@ depth_run() {
 
 # depth_bench DRIVER MODE REP FULL: the size x depth grid on one channel
 # (FULL=0: 64 B at every depth and 64 KiB at depth 16 only), and two
-# channels at depth 16 for 64 KiB and 1 MiB (those of DEPTH_SIZES).
+# channels at depths 16 and 256 for 64 KiB and 1 MiB (those of
+# DEPTH_SIZES): 16 deep a channel waits on each round trip through QEMU,
+# 256 deep it keeps its engine busy, so the aggregate shows what a second
+# engine adds on this host.
 depth_bench() {
 	local drv=$1 mode=$2 rep=$3 full=$4 size depth
 	for size in $DEPTH_SIZES; do
@@ -77,7 +80,10 @@ depth_bench() {
 	if [ "$full" = 1 ]; then
 		for size in $DEPTH_SIZES; do
 			case $size in
-			65536 | 1048576) depth_run "$drv" "$mode" "$rep" "$size" 16 2 ;;
+			65536 | 1048576)
+				depth_run "$drv" "$mode" "$rep" "$size" 16 2
+				depth_run "$drv" "$mode" "$rep" "$size" 256 2
+				;;
 			esac
 		done
 	fi
