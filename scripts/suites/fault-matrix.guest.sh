@@ -80,7 +80,7 @@ load_start() {
 	bg=$!
 	i=0
 	while [ "$i" -lt 200 ] && kill -0 "$bg" 2>/dev/null &&
-		! grep -q '^ring_occupancy: [1-9]' "/sys/kernel/debug/rust_plx_dma-$FN/stats" 2>/dev/null; do
+		! [ "$(stat_of "$FN" ring_occupancy 2>/dev/null)" -gt 0 ] 2>/dev/null; do
 		sleep 0.1
 		i=$((i + 1))
 	done
