@@ -27,6 +27,15 @@ use crate::memory::{CopyError, DmaError, GuestMemory};
 use crate::stats::{add, inc, Stats};
 use crate::sys::Mmap;
 
+/// Descriptors copying at least this many bytes between two mappings use
+/// streaming stores ([`Mmap::copy_streaming`]). Smaller copies go through
+/// the cache: their destination may well be read soon, and a plain copy of
+/// a few lines costs less than the fence that ends a streaming one. From
+/// 64 KiB up, a client's buffers rarely stay in the host's caches between
+/// copies (the bench's occupy 16 MiB), and streaming copies ran 25 to 45 %
+/// faster than `memmove` on a memory-bound host.
+pub const STREAM_MIN: usize = 64 * 1024;
+
 /// A whole backing file mapped once.
 #[derive(Debug)]
 struct FileMap {
@@ -439,7 +448,12 @@ impl GuestMemory for MappedMemory {
                         // The common case: one copy from mapping to mapping,
                         // no bounce buffer.
                         let n = sn.min(dn) as usize;
-                        if !Mmap::copy(sm, so, dm, doff, n) {
+                        let copied = if len >= STREAM_MIN {
+                            Mmap::copy_streaming(sm, so, dm, doff, n)
+                        } else {
+                            Mmap::copy(sm, so, dm, doff, n)
+                        };
+                        if !copied {
                             // `piece()` only hands out writable mappings,
                             // in range.
                             return Err(CopyError::Write(DmaError::Permission {
@@ -649,6 +663,41 @@ mod tests {
         assert_eq!(count(&m.stats.bytes_mapped), 10);
         assert_eq!(count(&m.stats.bytes_messages), 0);
         // A direct copy needs no bounce buffer.
+        assert!(scratch.is_empty());
+    }
+
+    #[test]
+    fn a_large_copy_streams_across_page_windows_with_no_message() {
+        // Two buffers of STREAM_MIN + 100 bytes, each mapped one page per
+        // window (as the vIOMMU sends them), in reverse file order so that
+        // no two windows merge: the copy goes piece by piece.
+        let len = STREAM_MIN + 100;
+        let pages = len.div_ceil(0x1000) as u64;
+        let fd = memfd(2 * pages * 0x1000);
+        let mut t = DmaMapTable::new();
+        for p in 0..2 * pages {
+            let file_off = (2 * pages - 1 - p) * 0x1000;
+            t.map(
+                0x10_0000 + p * 0x1000,
+                0x1000,
+                file_off,
+                RW,
+                Some(dup(&fd)),
+                true,
+            )
+            .unwrap();
+        }
+        let (m, msgs) = with_messages(t);
+        let (src, dst) = (0x10_0000 + 7, 0x10_0000 + pages * 0x1000 + 3);
+        let pattern: Vec<u8> = (0..len).map(|i| ((i * 7) ^ (i >> 9)) as u8).collect();
+        m.write(src, &pattern).unwrap();
+        let mut scratch = Vec::new();
+        m.copy(src, dst, len - 10, &mut scratch).unwrap();
+        let mut got = vec![0u8; len - 10];
+        m.read(dst, &mut got).unwrap();
+        assert_eq!(got, pattern[..len - 10]);
+        assert_eq!(count(&msgs.calls), 0);
+        assert_eq!(count(&m.stats.bytes_mapped), (len - 10) as u64);
         assert!(scratch.is_empty());
     }
 

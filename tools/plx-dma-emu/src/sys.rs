@@ -125,6 +125,38 @@ impl Mmap {
     }
 
     /// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off`
+    /// as [`Mmap::copy`] does, but with non-temporal stores where it can:
+    /// the destination goes to memory without first being read into the
+    /// host's caches, and without evicting what the vCPUs and the other
+    /// engines have there, as a device's writes would. On a memory-bound
+    /// host that is a third less memory traffic per byte (no read for
+    /// ownership), for copies large enough not to be read back from the
+    /// cache anyway. Overlapping ranges (of the same mapping) take the
+    /// memmove of [`Mmap::copy`]. Every store is globally visible when it
+    /// returns, before the caller's write-back says the copy is done.
+    pub fn copy_streaming(
+        src: &Mmap,
+        src_off: usize,
+        dst: &Mmap,
+        dst_off: usize,
+        len: usize,
+    ) -> bool {
+        if !dst.writable || !src.in_bounds(src_off, len) || !dst.in_bounds(dst_off, len) {
+            return false;
+        }
+        let s = src.ptr.as_ptr().wrapping_add(src_off);
+        let d = dst.ptr.as_ptr().wrapping_add(dst_off);
+        let (s_end, d_end) = (s.wrapping_add(len), d.wrapping_add(len));
+        if s < d_end && d < s_end {
+            return Mmap::copy(src, src_off, dst, dst_off, len);
+        }
+        // SAFETY: both ranges are in bounds of live mappings, `dst` is
+        // writable, and they do not overlap (checked just above).
+        unsafe { stream_copy(s, d, len) };
+        true
+    }
+
+    /// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off`
     /// (which may be the same mapping, with overlapping ranges, like a
     /// memmove). False if out of bounds or `dst` is read-only.
     pub fn copy(src: &Mmap, src_off: usize, dst: &Mmap, dst_off: usize, len: usize) -> bool {
@@ -142,6 +174,60 @@ impl Mmap {
         }
         true
     }
+}
+
+/// Copies `len` bytes from `src` to `dst` with non-temporal (streaming)
+/// stores, then fences them, so that they are visible before any later
+/// store.
+///
+/// # Safety
+///
+/// `src` must be valid for reads and `dst` for writes of `len` bytes, and
+/// the two ranges must not overlap.
+#[cfg(target_arch = "x86_64")]
+unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+    /// Bytes per loop iteration: one cache line, four 16-byte stores.
+    const LINE: usize = 64;
+    // Streaming stores need a 16-byte aligned destination: the bytes up to
+    // that alignment, and the tail shorter than a line, are plain copies.
+    let head = dst.align_offset(16).min(len);
+    let body = (len - head) / LINE * LINE;
+    let tail = len - head - body;
+    // SAFETY: `head + body + tail == len`, so every access below stays in
+    // the ranges the caller vouched for, which do not overlap. SSE2, which
+    // the intrinsics need, is part of the x86_64 baseline, and each
+    // `_mm_stream_si128` store is 16-byte aligned: `dst + head` is, and the
+    // loop advances by multiples of 16.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, head);
+        let (mut s, mut d) = (src.add(head), dst.add(head));
+        for _ in 0..body / LINE {
+            for k in 0..LINE / 16 {
+                let v = _mm_loadu_si128(s.add(16 * k).cast::<__m128i>());
+                _mm_stream_si128(d.add(16 * k).cast::<__m128i>(), v);
+            }
+            s = s.add(LINE);
+            d = d.add(LINE);
+        }
+        std::ptr::copy_nonoverlapping(s, d, tail);
+        // Streaming stores are weakly ordered: the fence makes them visible
+        // before the write-back that reports the copy done.
+        _mm_sfence();
+    }
+}
+
+/// Copies `len` bytes from `src` to `dst`: a plain copy where streaming
+/// stores are not available.
+///
+/// # Safety
+///
+/// `src` must be valid for reads and `dst` for writes of `len` bytes, and
+/// the two ranges must not overlap.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: as the caller vouched.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
 }
 
 impl Drop for Mmap {
@@ -193,5 +279,51 @@ mod tests {
         assert!(!m.read(8190, &mut [0u8; 4]));
         assert!(!m.write(usize::MAX, b"x"));
         assert!(!Mmap::copy(&m, 0, &m, 8190, 4));
+    }
+
+    #[test]
+    fn streaming_copy_matches_a_plain_copy() {
+        let len = 3 * 4096;
+        let (sfd, dfd) = (memfd(len), memfd(len));
+        let (src, dst) = (
+            Mmap::map_shared(&sfd, len).unwrap(),
+            Mmap::map_shared(&dfd, len).unwrap(),
+        );
+        let pattern: Vec<u8> = (0..len).map(|i| ((i * 131) ^ (i >> 8)) as u8).collect();
+        assert!(src.write(0, &pattern));
+        // Unaligned heads, tails shorter than a line, lengths below one
+        // aligned store, and whole lines.
+        for (so, d_off, n) in [
+            (0, 0, 4096),
+            (3, 17, 5000),
+            (1, 0, 15),
+            (64, 9, 200),
+            (5, 4095, 2 * 4096),
+            (0, 1, 0),
+        ] {
+            assert!(dst.write(0, &vec![0xa5; len]));
+            assert!(Mmap::copy_streaming(&src, so, &dst, d_off, n));
+            let mut got = vec![0u8; len];
+            assert!(dst.read(0, &mut got));
+            assert_eq!(
+                &got[d_off..d_off + n],
+                &pattern[so..so + n],
+                "{so} {d_off} {n}"
+            );
+            assert!(got[..d_off].iter().all(|&b| b == 0xa5), "{so} {d_off} {n}");
+            assert!(
+                got[d_off + n..].iter().all(|&b| b == 0xa5),
+                "{so} {d_off} {n}"
+            );
+        }
+        // Overlapping ranges of one mapping behave like a memmove.
+        assert!(src.write(0, &pattern));
+        assert!(Mmap::copy_streaming(&src, 0, &src, 100, 4096));
+        let mut got = vec![0u8; 4096];
+        assert!(src.read(100, &mut got));
+        assert_eq!(&got[..], &pattern[..4096]);
+        // Bounds and permissions as for the plain copy.
+        assert!(!Mmap::copy_streaming(&src, len - 4, &dst, 0, 8));
+        assert!(!Mmap::copy_streaming(&src, 0, &dst, usize::MAX, 8));
     }
 }
