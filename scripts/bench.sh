@@ -9,7 +9,8 @@
 # perftest on plx_rdma against rxe.  Then four short profile boots count
 # MMIO exits, DMA messages, interrupts and IOMMU map traffic per
 # descriptor, and one boot samples where the guest kernel's CPU time goes
-# on 64-byte copies (build/bench/kprofile.txt).  Writes
+# on 64-byte copies (build/bench/kprofile.txt).  Last, two engine threads
+# on the host alone measure the ceiling for two channels.  Writes
 # build/bench/results.{csv,json}, PNG plots, and prints a table of medians
 # and ratios.
 
@@ -91,6 +92,12 @@ EMU_ARGS=--mapped run_emulated_guest bench-kprofile 2 600 "$REPO/scripts/bench-k
 grep '^KPROFILE ' "$REPO/build/results/bench-kprofile.guest.tap" | sed 's/^KPROFILE //' >"$out/kprofile.txt" || true
 grep -q "^rust_plx_dma [0-9]" "$out/kprofile.txt" ||
 	die "the kernel profile of rust_plx_dma is missing (see build/results/bench-kprofile.console)"
+# What the host gives two engines copying at once with nothing else
+# running: the ceiling the guest's two-channel figures are read against.
+emu=$("$REPO/scripts/emu-build.sh") || die "the emulator did not build"
+"$emu" bench-engines --seconds 2 >"$out/host-engines.txt" ||
+	die "plx-dma-emu bench-engines failed"
+raws+=("engines=$out/host-engines.txt")
 python3 "$REPO/scripts/bench-report.py" "$out" "${raws[@]}" | tee "$out/table.txt"
 {
 	echo

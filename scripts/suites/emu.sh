@@ -15,6 +15,15 @@ check "cargo clippy --all-targets -D warnings" \
 	cargo clippy -q --locked --all-targets --manifest-path "$manifest" -- -D warnings
 check "cargo fmt --check" cargo fmt --check --manifest-path "$manifest"
 
+# The two-channel ceiling `make bench` reads: one line per size, and a size
+# no descriptor can copy refused.
+emu=$("$REPO/scripts/emu-build.sh")
+check "bench-engines measures one and two engines per size" sh -c \
+	"'$emu' bench-engines --seconds 0.05 --sizes 4096,65536 |
+		grep -cE '^engines size=(4096|65536) one=[0-9.]+ two=[0-9.]+ ratio=' | grep -qx 2"
+check "bench-engines refuses a size of 0 (status 2)" sh -c \
+	"'$emu' bench-engines --sizes 0 2>/dev/null; test \$? -eq 2"
+
 # The fuzz targets (a package of their own): lints, then a short
 # coverage-guided run of each, or a long one under `make soak`
 # (SOAK_FUZZ_SECONDS a target, 600 by default).

@@ -34,11 +34,11 @@ use crate::memory::{GuestMemory, VecMemory};
 use crate::regs::*;
 
 /// Descriptors in the benchmark ring.
-const RING: u32 = 256;
+pub(crate) const RING: u32 = 256;
 /// Descriptors submitted per doorbell.
-const BATCH: u32 = 64;
-const RING_IOVA: u64 = 0x1_0000;
-const SRC_IOVA: u64 = 0x100_0000;
+pub(crate) const BATCH: u32 = 64;
+pub(crate) const RING_IOVA: u64 = 0x1_0000;
+pub(crate) const SRC_IOVA: u64 = 0x100_0000;
 /// The page size of the vIOMMU's mappings.
 const PAGE: u64 = 4096;
 
@@ -87,7 +87,7 @@ fn dst_iova(size: usize) -> u64 {
 
 /// A device programmed like plx_dma.c does in alloc_chan_resources and
 /// issue_pending, with the ring at [`RING_IOVA`].
-fn programmed_device() -> Arc<Device> {
+pub(crate) fn programmed_device() -> Arc<Device> {
     let d = Device::new("bench");
     d.config_write(4, &CMD_MASTER.to_le_bytes());
     let w = |off: u64, v: u32| {
@@ -144,7 +144,7 @@ pub fn engine_gbs(mem: &dyn GuestMemory, size: usize, budget: Duration) -> (f64,
     )
 }
 
-fn memfd(len: u64) -> std::io::Result<OwnedFd> {
+pub(crate) fn memfd(len: u64) -> std::io::Result<OwnedFd> {
     let fd = memfd_create("plx-bench", MFdFlags::MFD_CLOEXEC)?;
     let f = std::fs::File::from(fd);
     f.set_len(len)?;

@@ -25,6 +25,7 @@
 pub mod log;
 
 pub mod bench;
+pub mod bench_engines;
 pub mod config_space;
 pub mod conn;
 pub mod control;

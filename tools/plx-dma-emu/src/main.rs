@@ -6,6 +6,7 @@
 //!             [--fault CHANNEL:SPEC ...] [--log-level info]
 //! plx-dma-emu ctl --control PATH CMD...
 //! plx-dma-emu bench-host [--seconds S]
+//! plx-dma-emu bench-engines [--seconds S] [--sizes B,B...]
 //! ```
 //!
 //! Each `--socket` is one channel (one PCI function), numbered in the order
@@ -25,7 +26,7 @@ use plx_dma_emu::device::Device;
 use plx_dma_emu::faults::FaultSpec;
 use plx_dma_emu::log::{self as elog, Level};
 use plx_dma_emu::server::{self, ServerOptions};
-use plx_dma_emu::{bench, log};
+use plx_dma_emu::{bench, bench_engines, log};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -81,6 +82,15 @@ enum Cmd {
         #[arg(long, value_delimiter = ',', default_values_t = [4096usize, 1 << 20])]
         sizes: Vec<usize>,
     },
+    /// Measure how two engines copying at once scale over one on this host.
+    BenchEngines {
+        /// Time budget per measurement.
+        #[arg(long, default_value_t = 1.0)]
+        seconds: f64,
+        /// Transfer sizes in bytes.
+        #[arg(long, value_delimiter = ',', default_values_t = [65536usize, 1 << 20])]
+        sizes: Vec<usize>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -96,14 +106,7 @@ fn main() -> ExitCode {
         },
         Some(Cmd::BenchHost { seconds, sizes }) => {
             let budget = Duration::from_secs_f64(seconds.max(0.01));
-            if sizes
-                .iter()
-                .any(|&s| s == 0 || s > plx_dma_emu::desc::MAX_SIZE as usize)
-            {
-                eprintln!(
-                    "plx-dma-emu: sizes must be 1..={}",
-                    plx_dma_emu::desc::MAX_SIZE
-                );
+            if !valid_sizes(&sizes) {
                 return ExitCode::from(2);
             }
             match bench::run(&sizes, budget) {
@@ -117,8 +120,33 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some(Cmd::BenchEngines { seconds, sizes }) => {
+            if !valid_sizes(&sizes) {
+                return ExitCode::from(2);
+            }
+            match bench_engines::run_all(&sizes, Duration::from_secs_f64(seconds.max(0.01))) {
+                Ok(r) => {
+                    print!("{}", bench_engines::lines(&r));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("plx-dma-emu bench-engines: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         None => serve(cli),
     }
+}
+
+/// Whether every benchmark size is one descriptor can copy; says why not.
+fn valid_sizes(sizes: &[usize]) -> bool {
+    let max = plx_dma_emu::desc::MAX_SIZE as usize;
+    let ok = sizes.iter().all(|&s| s > 0 && s <= max);
+    if !ok {
+        eprintln!("plx-dma-emu: sizes must be 1..={max}");
+    }
+    ok
 }
 
 fn serve(cli: Cli) -> ExitCode {
