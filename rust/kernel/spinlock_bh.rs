@@ -20,13 +20,65 @@ mod ffi {
     use kernel::{bindings::spinlock_t, ffi::c_int};
 
     extern "C" {
+        #[cfg(any(CONFIG_PREEMPT_RT, CONFIG_INLINE_SPIN_LOCK_BH))]
         pub(super) fn rust_spin_lock_bh(lock: *mut spinlock_t);
+        #[cfg(any(CONFIG_PREEMPT_RT, CONFIG_INLINE_SPIN_UNLOCK_BH))]
         pub(super) fn rust_spin_unlock_bh(lock: *mut spinlock_t);
         pub(super) fn rust_spin_trylock_bh(lock: *mut spinlock_t) -> c_int;
     }
 }
 
 /// A spinlock taken with softirqs disabled; see the module documentation.
+/// The lock and unlock a guard calls, once per lock round trip.
+///
+/// Where `spin_lock_bh()` is the kernel's out-of-line `_raw_spin_lock_bh()`
+/// on the `raw_spinlock_t` at the start of `spinlock_t` (no
+/// `CONFIG_PREEMPT_RT`, whose `spinlock_t` is an rt_mutex, and the `_bh`
+/// calls not inlined), those are called directly; elsewhere through the C
+/// helpers. Under emulation every call and return costs a lookup of its
+/// target, and the ring lock is taken twice per copy.
+mod raw {
+    use kernel::bindings::spinlock_t;
+
+    /// # Safety
+    ///
+    /// `ptr` points to an initialised lock.
+    #[inline(always)]
+    pub(super) unsafe fn lock(ptr: *mut spinlock_t) {
+        #[cfg(not(any(CONFIG_PREEMPT_RT, CONFIG_INLINE_SPIN_LOCK_BH)))]
+        // SAFETY: `spinlock_t` is a union whose `raw_spinlock_t` member is
+        // its only field without `CONFIG_PREEMPT_RT`, so `ptr` points to an
+        // initialised `raw_spinlock_t`, as the caller vouched.
+        unsafe {
+            kernel::bindings::_raw_spin_lock_bh(ptr.cast())
+        };
+        #[cfg(any(CONFIG_PREEMPT_RT, CONFIG_INLINE_SPIN_LOCK_BH))]
+        // SAFETY: As the caller vouched.
+        unsafe {
+            super::ffi::rust_spin_lock_bh(ptr)
+        };
+    }
+
+    /// # Safety
+    ///
+    /// `ptr` points to a lock the caller took with [`lock`] or a `_bh`
+    /// trylock.
+    #[inline(always)]
+    pub(super) unsafe fn unlock(ptr: *mut spinlock_t) {
+        #[cfg(not(any(CONFIG_PREEMPT_RT, CONFIG_INLINE_SPIN_UNLOCK_BH)))]
+        // SAFETY: As in `lock`: the lock's `raw_spinlock_t`, held by the
+        // caller.
+        unsafe {
+            kernel::bindings::_raw_spin_unlock_bh(ptr.cast())
+        };
+        #[cfg(any(CONFIG_PREEMPT_RT, CONFIG_INLINE_SPIN_UNLOCK_BH))]
+        // SAFETY: As the caller vouched.
+        unsafe {
+            super::ffi::rust_spin_unlock_bh(ptr)
+        };
+    }
+}
+
 pub(crate) type SpinLockBh<T> = kernel::sync::lock::Lock<T, SpinLockBhBackend>;
 
 /// Creates a [`SpinLockBh`] initialiser with the given name and a new
@@ -58,16 +110,18 @@ unsafe impl Backend for SpinLockBhBackend {
         unsafe { bindings::__spin_lock_init(ptr, name, key) }
     }
 
+    #[inline(always)]
     unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
         // SAFETY: The caller guarantees that `ptr` points to an initialised
         // lock.
-        unsafe { ffi::rust_spin_lock_bh(ptr) }
+        unsafe { raw::lock(ptr) }
     }
 
+    #[inline(always)]
     unsafe fn unlock(ptr: *mut Self::State, _guard_state: &Self::GuardState) {
         // SAFETY: The caller guarantees that `ptr` is valid and that it owns
         // the lock, taken by `lock` or `try_lock` (softirqs disabled).
-        unsafe { ffi::rust_spin_unlock_bh(ptr) }
+        unsafe { raw::unlock(ptr) }
     }
 
     unsafe fn try_lock(ptr: *mut Self::State) -> Option<Self::GuardState> {

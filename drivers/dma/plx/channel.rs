@@ -102,6 +102,7 @@ fn write_flags(ring: &Ring, slot: usize, flags: u32) -> Result {
 
 /// Writes the addresses of descriptor `hw` into ring slot `slot`, leaving
 /// its first word (VALID) alone.
+#[inline]
 fn write_addresses(ring: &Ring, slot: usize, hw: &HwDesc) -> Result {
     io_write!(ring, [try: slot].dst_lo, hw.dst_lo);
     io_write!(ring, [try: slot].src_lo, hw.src_lo);
@@ -189,6 +190,7 @@ impl RingState {
     }
 
     /// A free descriptor, taking back those acked since they completed.
+    #[inline]
     fn take_free(&mut self) -> Option<IdleDesc> {
         if self.free.is_empty() {
             let sub = self.submitter.as_ref()?;
@@ -869,9 +871,9 @@ impl PlxChannel {
     /// On a message-signalled vector nothing read `INTR_STATUS` yet. It is
     /// read (and cleared) here when the interrupt may have been an error: a
     /// copy failed (a data fault raises `ERROR` with its write-back),
-    /// nothing completed, or issued descriptors are still unfinished and
-    /// the engine made no progress on them while the callbacks ran (a fetch
-    /// or write-back fault stops the engine with them VALID). A plain
+    /// nothing completed while issued descriptors are unfinished, or they
+    /// are and the engine made no progress on them while the callbacks ran
+    /// (a fetch or write-back fault stops the engine with them VALID). A plain
     /// completion, the common case, costs no MMIO read; the `DESC_DONE` it
     /// leaves latched interrupts nobody and is cleared at the next read.
     ///
@@ -891,6 +893,15 @@ impl PlxChannel {
     pub(crate) fn reap_interrupt(&self) -> bool {
         let reaped = self.complete_finished(Drain::Finished);
         if !self.msi.load(Relaxed) {
+            self.run_callbacks();
+            return false;
+        }
+        if reaped.done == 0 && reaped.unfinished.is_none() {
+            // Nothing completed, and nothing issued is left: a message for
+            // copies an earlier reap completed (a deep queue's interrupts
+            // often outrun their reaps). No fault can be pending: a fault
+            // stops the engine at an issued descriptor, which then stays
+            // VALID, and the reap of a failed copy reads the status itself.
             self.run_callbacks();
             return false;
         }
@@ -1026,6 +1037,7 @@ impl ChannelOps for PlxChannel {
         drop(comp);
     }
 
+    #[inline]
     fn prep_memcpy(
         &self,
         dst: DmaAddress,
@@ -1077,6 +1089,7 @@ impl ChannelOps for PlxChannel {
         }
     }
 
+    #[inline]
     fn tx_submit(&self, index: usize) -> Cookie {
         let mut st = self.state.lock();
         if !st.active || index >= st.descs.len() {
@@ -1111,6 +1124,7 @@ impl ChannelOps for PlxChannel {
         cookie
     }
 
+    #[inline]
     fn issue_pending(&self) {
         let mut st = self.state.lock();
         let n = st.head.wrapping_sub(st.issued);

@@ -288,6 +288,7 @@ impl Submitter {
     /// The C glue records the client's flags on the descriptor once
     /// [`ChannelOps::prep_memcpy`] returns it: the descriptor is the
     /// caller's from then on, and that saves a call per copy.
+    #[inline]
     pub fn prepare(
         &mut self,
         d: IdleDesc,
@@ -306,6 +307,7 @@ impl Submitter {
 
     /// Assigns the next cookie of the channel to descriptor `d`. A token
     /// of another pool is handed back.
+    #[inline]
     pub fn assign_cookie(
         &mut self,
         d: PreparedDesc,

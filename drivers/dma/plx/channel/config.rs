@@ -35,6 +35,7 @@ impl ChannelConfig {
     /// Whether descriptor `i` of an issued batch of `n`, `asked` telling
     /// whether its client wants a callback and `batch_asked` whether any
     /// descriptor of the batch does, asks the engine for an interrupt.
+    #[inline]
     pub(crate) fn interrupt(&self, i: u32, n: u32, asked: bool, batch_asked: bool) -> bool {
         match (self.poll, self.coalesce) {
             (Some(_), _) => false,
