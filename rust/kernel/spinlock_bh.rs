@@ -28,7 +28,6 @@ mod ffi {
     }
 }
 
-/// A spinlock taken with softirqs disabled; see the module documentation.
 /// The lock and unlock a guard calls, once per lock round trip.
 ///
 /// Where `spin_lock_bh()` is the kernel's out-of-line `_raw_spin_lock_bh()`
@@ -46,9 +45,10 @@ mod raw {
     #[inline(always)]
     pub(super) unsafe fn lock(ptr: *mut spinlock_t) {
         #[cfg(not(any(CONFIG_PREEMPT_RT, CONFIG_INLINE_SPIN_LOCK_BH)))]
-        // SAFETY: `spinlock_t` is a union whose `raw_spinlock_t` member is
-        // its only field without `CONFIG_PREEMPT_RT`, so `ptr` points to an
-        // initialised `raw_spinlock_t`, as the caller vouched.
+        // SAFETY: Without `CONFIG_PREEMPT_RT`, `spinlock_t` is one union
+        // whose `rlock` member, the `raw_spinlock_t` that `spin_lock_bh()`
+        // takes, starts at offset 0: `ptr` points to that initialised
+        // `raw_spinlock_t`, as the caller vouched.
         unsafe {
             kernel::bindings::_raw_spin_lock_bh(ptr.cast())
         };
@@ -79,6 +79,7 @@ mod raw {
     }
 }
 
+/// A spinlock taken with softirqs disabled; see the module documentation.
 pub(crate) type SpinLockBh<T> = kernel::sync::lock::Lock<T, SpinLockBhBackend>;
 
 /// Creates a [`SpinLockBh`] initialiser with the given name and a new
