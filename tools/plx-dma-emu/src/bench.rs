@@ -37,7 +37,7 @@ use crate::regs::*;
 pub(crate) const RING: u32 = 256;
 /// Descriptors submitted per doorbell.
 pub(crate) const BATCH: u32 = 64;
-pub(crate) const RING_IOVA: u64 = 0x1_0000;
+const RING_IOVA: u64 = 0x1_0000;
 pub(crate) const SRC_IOVA: u64 = 0x100_0000;
 /// The page size of the vIOMMU's mappings.
 const PAGE: u64 = 4096;
@@ -102,40 +102,50 @@ pub(crate) fn programmed_device() -> Arc<Device> {
     d
 }
 
+/// Queues [`BATCH`] copies of `size` bytes from [`SRC_IOVA`] to the
+/// destinations `dst` gives, from ring slot `*slot` on, rings the doorbell
+/// and runs the engine until it is idle; returns how long the engine took.
+/// The last copy must be written back as a success, or the figures would
+/// measure a failure path.
+pub(crate) fn run_batch(
+    dev: &Device,
+    mem: &dyn GuestMemory,
+    slot: &mut u32,
+    size: usize,
+    mut dst: impl FnMut() -> u64,
+) -> Duration {
+    for _ in 0..BATCH {
+        let desc = Descriptor::encode(SRC_IOVA, dst(), size as u32, true, true);
+        mem.write(RING_IOVA + u64::from(*slot) * DESC_SIZE, &desc)
+            .expect("benchmark ring is mapped");
+        *slot = (*slot + 1) % RING;
+    }
+    let t = Instant::now();
+    dev.bar0_write(CTRL, &(CTRL_START_VAL as u16).to_le_bytes());
+    run_until_idle(dev, mem, 10_000);
+    let dt = t.elapsed();
+    let last = RING_IOVA + u64::from((*slot + RING - 1) % RING) * DESC_SIZE;
+    let mut wb = [0u8; 4];
+    mem.read(last, &mut wb).expect("benchmark ring is mapped");
+    assert_eq!(
+        u32::from_le_bytes(wb),
+        WB_SUCCESS | size as u32,
+        "benchmark copy failed"
+    );
+    dt
+}
+
 /// Runs the engine over `mem` for about `budget`; returns (GB/s, desc/s).
 pub fn engine_gbs(mem: &dyn GuestMemory, size: usize, budget: Duration) -> (f64, f64) {
     let dev = programmed_device();
     let dst = dst_iova(size);
     let mut slot = 0u32;
+    // Warm-up round, not counted.
+    run_batch(&dev, mem, &mut slot, size, || dst);
     let mut total = Duration::ZERO;
     let mut descs = 0u64;
-    let mut first = true;
-    while first || total < budget {
-        for _ in 0..BATCH {
-            let desc = Descriptor::encode(SRC_IOVA, dst, size as u32, true, true);
-            mem.write(RING_IOVA + slot as u64 * DESC_SIZE, &desc)
-                .expect("benchmark ring is mapped");
-            slot = (slot + 1) % RING;
-        }
-        let t = Instant::now();
-        dev.bar0_write(CTRL, &(CTRL_START_VAL as u16).to_le_bytes());
-        run_until_idle(&dev, mem, 10_000);
-        let dt = t.elapsed();
-        // The last descriptor must have been written back as a success;
-        // otherwise the numbers measure a failure path.
-        let last = RING_IOVA + ((slot + RING - 1) % RING) as u64 * DESC_SIZE;
-        let mut wb = [0u8; 4];
-        mem.read(last, &mut wb).expect("benchmark ring is mapped");
-        assert_eq!(
-            u32::from_le_bytes(wb),
-            WB_SUCCESS | size as u32,
-            "benchmark copy failed"
-        );
-        if first {
-            first = false; // warm-up round, not counted
-            continue;
-        }
-        total += dt;
+    while total < budget {
+        total += run_batch(&dev, mem, &mut slot, size, || dst);
         descs += BATCH as u64;
     }
     (
@@ -144,7 +154,7 @@ pub fn engine_gbs(mem: &dyn GuestMemory, size: usize, budget: Duration) -> (f64,
     )
 }
 
-pub(crate) fn memfd(len: u64) -> std::io::Result<OwnedFd> {
+fn memfd(len: u64) -> std::io::Result<OwnedFd> {
     let fd = memfd_create("plx-bench", MFdFlags::MFD_CLOEXEC)?;
     let f = std::fs::File::from(fd);
     f.set_len(len)?;
@@ -155,7 +165,15 @@ pub(crate) fn memfd(len: u64) -> std::io::Result<OwnedFd> {
 /// destination, mapped 1:1 like guest RAM without a vIOMMU (`window` =
 /// the whole file) or, as a vIOMMU maps it, in `window`-byte DMA_MAPs.
 pub fn mapped_memory(size: usize, window: Option<u64>) -> std::io::Result<MappedMemory> {
-    let len = dst_iova(size) + (size as u64).next_multiple_of(4096);
+    mapped_file(
+        dst_iova(size) + (size as u64).next_multiple_of(4096),
+        window,
+    )
+}
+
+/// The mapped path over a fresh memfd of `len` bytes, mapped from IOVA 0
+/// in one window or in `window`-byte DMA_MAPs.
+pub(crate) fn mapped_file(len: u64, window: Option<u64>) -> std::io::Result<MappedMemory> {
     let fd = memfd(len)?;
     let step = window.unwrap_or(len);
     let mut t = DmaMapTable::new();

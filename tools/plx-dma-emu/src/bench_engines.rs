@@ -10,17 +10,11 @@
 //! that the copies reach memory rather than stay in the caches.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier, RwLock};
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use vfio_bindings::bindings::vfio::{VFIO_DMA_MAP_FLAG_READ, VFIO_DMA_MAP_FLAG_WRITE};
-
-use crate::bench::{memfd, programmed_device, BATCH, RING, RING_IOVA, SRC_IOVA};
-use crate::desc::{Descriptor, WB_SUCCESS};
-use crate::dma_map::{DmaMapTable, MappedMemory};
-use crate::engine::run_until_idle;
-use crate::memory::{GuestMemory, VecMemory};
-use crate::regs::{CTRL, CTRL_START_VAL, DESC_SIZE};
+use crate::bench::{mapped_file, programmed_device, run_batch, BATCH, RING, SRC_IOVA};
+use crate::dma_map::MappedMemory;
 
 /// Destination bytes per engine, at most (the deep-queue client's budget).
 const DST_BUDGET: u64 = 16 << 20;
@@ -48,25 +42,8 @@ fn layout(size: usize) -> std::io::Result<Layout> {
     let stride = (size as u64).next_multiple_of(4096);
     let ndst = (DST_BUDGET / stride).clamp(1, u64::from(RING));
     let dst_base = SRC_IOVA + stride.next_multiple_of(1 << 20);
-    let len = dst_base + ndst * stride;
-    let fd = memfd(len)?;
-    let mut t = DmaMapTable::new();
-    t.map(
-        0,
-        len,
-        0,
-        VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE,
-        Some(fd),
-        true,
-    )
-    .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let mem = MappedMemory::new(
-        Arc::new(RwLock::new(t)),
-        Arc::new(VecMemory::new()),
-        Arc::new(crate::stats::Stats::default()),
-    );
     Ok(Layout {
-        mem,
+        mem: mapped_file(dst_base + ndst * stride, None)?,
         dst_base,
         stride,
         ndst,
@@ -74,40 +51,23 @@ fn layout(size: usize) -> std::io::Result<Layout> {
 }
 
 /// Runs one engine over `l` until `stop`, after `start`; returns the bytes
-/// copied and the time it took. Every batch must end written back as a
-/// success, or the figures would measure a failure path.
+/// copied and the time it took.
 fn run(l: &Layout, size: usize, start: &Barrier, stop: &AtomicBool) -> (u64, Duration) {
     let dev = programmed_device();
     let (mut slot, mut next_dst, mut bytes) = (0u32, 0u64, 0u64);
-    let mut batch = || {
-        for _ in 0..BATCH {
-            let dst = l.dst_base + next_dst * l.stride;
-            next_dst = (next_dst + 1) % l.ndst;
-            let desc = Descriptor::encode(SRC_IOVA, dst, size as u32, true, true);
-            l.mem
-                .write(RING_IOVA + u64::from(slot) * DESC_SIZE, &desc)
-                .expect("the ring is mapped");
-            slot = (slot + 1) % RING;
-        }
-        dev.bar0_write(CTRL, &(CTRL_START_VAL as u16).to_le_bytes());
-        run_until_idle(&dev, &l.mem, 10_000);
-        let last = RING_IOVA + u64::from((slot + RING - 1) % RING) * DESC_SIZE;
-        let mut wb = [0u8; 4];
-        l.mem.read(last, &mut wb).expect("the ring is mapped");
-        assert_eq!(
-            u32::from_le_bytes(wb),
-            WB_SUCCESS | size as u32,
-            "a copy failed"
-        );
+    let mut dst = || {
+        let d = l.dst_base + next_dst * l.stride;
+        next_dst = (next_dst + 1) % l.ndst;
+        d
     };
     // Warm-up: every destination page is touched (allocated) once.
     for _ in 0..l.ndst.div_ceil(u64::from(BATCH)) {
-        batch();
+        run_batch(&dev, &l.mem, &mut slot, size, &mut dst);
     }
     start.wait();
     let t = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        batch();
+        run_batch(&dev, &l.mem, &mut slot, size, &mut dst);
         bytes += u64::from(BATCH) * size as u64;
     }
     (bytes, t.elapsed())
