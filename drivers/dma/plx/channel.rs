@@ -51,7 +51,7 @@ use crate::{
         },
         Cookie, PrepFlags, TxResult,
     },
-    hw_desc::{issued_word, HwDesc, WriteBack, FLAG_VALID, MAX_ADDRESS, MAX_COPY},
+    hw_desc::{issued_word, reachable, HwDesc, WriteBack, FLAG_VALID, MAX_ADDRESS, MAX_COPY},
     regs::{self, BAR0_SIZE},
     spinlock_bh::{new_spinlock_bh, SpinLockBh},
     stats::{CompletionCounters, RingCounters, Snapshot, Stats},
@@ -61,7 +61,7 @@ use kernel::{
     device::{Bound, Device},
     devres::Devres,
     dma::{Coherent, DmaAddress},
-    io::{io_read, io_write, register::Register, Io},
+    io::{io_project, io_read, io_write, register::Register, Io},
     new_condvar, new_mutex, new_work,
     pci::DevresBar,
     prelude::*,
@@ -104,15 +104,19 @@ fn write_flags(ring: &Ring, slot: usize, flags: u32) -> Result {
 /// its first word (VALID) alone.
 #[inline]
 fn write_addresses(ring: &Ring, slot: usize, hw: &HwDesc) -> Result {
-    io_write!(ring, [try: slot].dst_lo, hw.dst_lo);
-    io_write!(ring, [try: slot].src_lo, hw.src_lo);
-    io_write!(ring, [try: slot].dst_hi, hw.dst_hi);
-    io_write!(ring, [try: slot].src_hi, hw.src_hi);
+    // One bounds check for the four fields.
+    let desc = io_project!(ring, [try: slot]);
+    io_write!(desc, .dst_lo, hw.dst_lo);
+    io_write!(desc, .src_lo, hw.src_lo);
+    io_write!(desc, .dst_hi, hw.dst_hi);
+    io_write!(desc, .src_hi, hw.src_hi);
     Ok(())
 }
 
 /// Completions handled per lock round trip.
 const BATCH: usize = 32;
+/// Descriptors `issue_pending` writes between two write barriers.
+const ISSUE_CHUNK: usize = 32;
 /// Prefetch limit programmed at start ("four descriptors" in the C driver).
 const PREFETCH_FOUR: u32 = 8;
 
@@ -144,6 +148,9 @@ struct RingState {
     issued: u32,
     /// Oldest slot not yet completed (free-running).
     tail: u32,
+    /// Some descriptor submitted since the last `issue_pending` wants a
+    /// callback (what coalescing needs).
+    unissued_asked: bool,
     /// The token of the descriptor each ring slot holds.
     in_ring: KVec<Option<SubmittedDesc>>,
     /// The token of each descriptor prepared and not yet submitted, by
@@ -355,6 +362,7 @@ impl PlxChannel {
                     head: 0,
                     issued: 0,
                     tail: 0,
+                    unissued_asked: false,
                     in_ring,
                     prepared,
                     descs,
@@ -1051,13 +1059,7 @@ impl ChannelOps for PlxChannel {
         if len == 0 || len > MAX_COPY {
             return Err(EINVAL);
         }
-        if dst
-            .checked_add(u64::from(len))
-            .is_none_or(|e| e - 1 > MAX_ADDRESS)
-            || src
-                .checked_add(u64::from(len))
-                .is_none_or(|e| e - 1 > MAX_ADDRESS)
-        {
+        if !reachable(dst, len) || !reachable(src, len) {
             return Err(ERANGE);
         }
         let mut st = self.state.lock();
@@ -1118,6 +1120,7 @@ impl ChannelOps for PlxChannel {
             }
         };
         st.descs[index].cookie = cookie.raw();
+        st.unissued_asked |= st.descs[index].interrupt;
         st.in_ring[slot] = Some(token);
         st.head = st.head.wrapping_add(1);
         st.counters.submitted = st.counters.submitted.wrapping_add(1);
@@ -1134,35 +1137,44 @@ impl ChannelOps for PlxChannel {
         let Some(ring) = self.ring.try_access() else {
             return;
         };
-        let first = st.issued;
-        // The addresses of the batch first: the engine may fetch these
-        // slots (a prefetch burst), but their first words are still not
-        // VALID (written back, aborted or never used). The same walk finds
-        // whether any of the batch wants a callback (what coalescing needs).
-        let mut batch_asked = false;
-        for i in 0..n {
-            let slot = self.slot(first.wrapping_add(i));
-            let Some(id) = st.in_ring[slot].as_ref().map(SubmittedDesc::index) else {
-                continue;
-            };
-            let d = st.descs[id];
-            batch_asked |= d.interrupt;
-            let _ = write_addresses(&ring, slot, &HwDesc::copy(d.dst, d.src, d.len, false));
-        }
-        // The engine must see every descriptor's fields before any VALID.
-        dma_mb(Write);
-        for i in 0..n {
-            let slot = self.slot(first.wrapping_add(i));
-            let Some(id) = st.in_ring[slot].as_ref().map(SubmittedDesc::index) else {
-                continue;
-            };
-            let d = st.descs[id];
-            let interrupt = self.config.interrupt(i, n, d.interrupt, batch_asked);
-            if interrupt {
-                st.counters.irq_requests = st.counters.irq_requests.wrapping_add(1);
+        let asked = core::mem::take(&mut st.unissued_asked);
+        let mut interrupts = self.config.batch(n, asked);
+        // A chunk at a time: the addresses of its descriptors first, then
+        // their first words, with VALID. The engine may fetch these slots
+        // before (a prefetch burst, or a running engine reaching them), but
+        // must see a descriptor's fields before its VALID bit. The first
+        // words are kept from the first walk so that the second need not
+        // look each descriptor up again.
+        let mut words = [(0usize, 0u32); ISSUE_CHUNK];
+        let mut irq_requests = 0u64;
+        let (head, mut next) = (st.head, st.issued);
+        // Borrowed for the walk, so that the compiler keeps them in
+        // registers across the ring writes.
+        let (in_ring, descs) = (&st.in_ring[..], &st.descs[..]);
+        while next != head {
+            let mut k = 0;
+            while k < ISSUE_CHUNK && next != head {
+                let slot = self.slot(next);
+                next = next.wrapping_add(1);
+                let Some(d) = in_ring
+                    .get(slot)
+                    .and_then(Option::as_ref)
+                    .and_then(|token| descs.get(token.index()))
+                else {
+                    continue;
+                };
+                let interrupt = interrupts.next(d.interrupt);
+                irq_requests += u64::from(interrupt);
+                let _ = write_addresses(&ring, slot, &HwDesc::copy(d.dst, d.src, d.len, false));
+                words[k] = (slot, issued_word(d.len, interrupt));
+                k += 1;
             }
-            let _ = write_flags(&ring, slot, issued_word(d.len, interrupt));
+            dma_mb(Write);
+            for &(slot, word) in &words[..k] {
+                let _ = write_flags(&ring, slot, word);
+            }
         }
+        st.counters.irq_requests = st.counters.irq_requests.wrapping_add(irq_requests);
         st.issued = st.head;
         // Issued even while a recovery has the engine detached: its
         // restart rings the doorbell for them. Rung under the lock, so

@@ -32,15 +32,19 @@ pub(crate) struct ChannelConfig {
 }
 
 impl ChannelConfig {
-    /// Whether descriptor `i` of an issued batch of `n`, `asked` telling
-    /// whether its client wants a callback and `batch_asked` whether any
-    /// descriptor of the batch does, asks the engine for an interrupt.
+    /// The interrupt requests of an issued batch of `n` descriptors;
+    /// `batch_asked` tells whether any of them wants a callback.
     #[inline]
-    pub(crate) fn interrupt(&self, i: u32, n: u32, asked: bool, batch_asked: bool) -> bool {
-        match (self.poll, self.coalesce) {
-            (Some(_), _) => false,
-            (None, 0 | 1) => asked,
-            (None, every) => batch_asked && (i + 1 == n || (i + 1) % every == 0),
+    pub(crate) fn batch(&self, n: u32, batch_asked: bool) -> BatchInterrupts {
+        let every = match (self.poll, self.coalesce) {
+            (Some(_), _) => None,
+            (None, 0 | 1) => Some(0),
+            (None, every) => batch_asked.then_some(every),
+        };
+        BatchInterrupts {
+            every,
+            left: n,
+            countdown: every.unwrap_or(0),
         }
     }
 
@@ -57,5 +61,40 @@ impl ChannelConfig {
             None => watch?,
         };
         Some(Delta::from_nanos(nanos))
+    }
+}
+
+/// Which descriptors of one issued batch ask the engine for an interrupt,
+/// in ring order (see [`ChannelConfig::coalesce`]). A countdown rather than
+/// a remainder: a division per descriptor is a helper call under TCG.
+pub(crate) struct BatchInterrupts {
+    /// `None`: no descriptor asks (polled mode, or coalescing and no
+    /// descriptor of the batch wants a callback). `Some(0)`: each one that
+    /// wants a callback asks. `Some(n)`: every `n`-th and the last ask.
+    every: Option<u32>,
+    /// Descriptors of the batch not decided yet.
+    left: u32,
+    /// Descriptors up to and including the next `n`-th.
+    countdown: u32,
+}
+
+impl BatchInterrupts {
+    /// Whether the batch's next descriptor, which wants a callback if
+    /// `asked`, asks for an interrupt.
+    #[inline]
+    pub(crate) fn next(&mut self, asked: bool) -> bool {
+        self.left = self.left.saturating_sub(1);
+        match self.every {
+            None => false,
+            Some(0) => asked,
+            Some(every) => {
+                self.countdown = self.countdown.saturating_sub(1);
+                let nth = self.countdown == 0;
+                if nth {
+                    self.countdown = every;
+                }
+                nth || self.left == 0
+            }
+        }
     }
 }
