@@ -4,6 +4,7 @@
 JSON, gnuplot data and a table of medians and ratios.
 
     bench-report.py OUT_DIR PATH=GUEST_TAP... [profile=PROFILE_FILE]
+                    [engines=ENGINES_FILE] [cost=COST_FILE]
 
 PATH names the emulator DMA path the run used (mapped, message); every
 figure carries it.
@@ -115,6 +116,15 @@ def parse_engines(fname, rows):
         if line.startswith("engines ") and {"size", "one", "two"} <= f.keys():
             rows.append({"kind": "engines", "size": int(f["size"]),
                          "one_gb_per_s": float(f["one"]), "two_gb_per_s": float(f["two"])})
+
+
+def parse_cost(fname, rows):
+    """Submission path lengths: plx_submit_cost lines of the icount boot."""
+    keys = ("prep_submit", "issue", "lock_bh", "call", "batch")
+    for line in open(fname, encoding="utf-8", errors="replace"):
+        f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        if "driver" in f and all(k in f for k in keys):
+            rows.append({"kind": "cost", "driver": f["driver"], **{k: int(f[k]) for k in keys}})
 
 
 def engines_ceiling(rows, size):
@@ -319,6 +329,28 @@ def report_profile(rows):
               + f" {ratio(mapped, total) * 100:>12.0f}%")
 
 
+def report_cost(rows):
+    cost = {r["driver"]: r for r in select(rows, kind="cost")}
+    if not cost:
+        return
+    print("\nsubmission path, guest instructions (icount boot, 64 B copies, nothing in flight;"
+          " a _bh lock pair and an indirect call for scale)")
+    print(f"{'driver':>14} {'prep+submit':>12} {'issue/copy':>11} {'per copy':>9}"
+          f" {'lock_bh':>8} {'call':>5}")
+    total = {}
+    for drv in ("plx_dma", "rust_plx_dma"):
+        r = cost.get(drv)
+        if not r:
+            continue
+        issue = r["issue"] / r["batch"]
+        total[drv] = r["prep_submit"] + issue
+        print(f"{drv:>14} {r['prep_submit']:>12} {issue:>11.1f} {total[drv]:>9.1f}"
+              f" {r['lock_bh']:>8} {r['call']:>5}")
+    if len(total) == 2:
+        print(f"{'Rust/C':>14} {ratio(cost['rust_plx_dma']['prep_submit'], cost['plx_dma']['prep_submit']):>12.2f}"
+              f" {'':>11} {ratio(total['rust_plx_dma'], total['plx_dma']):>9.2f}")
+
+
 def report_targets(rows, paths):
     for r in select(rows, kind="stalls"):
         if r["count"]:
@@ -365,7 +397,8 @@ def report_targets(rows, paths):
 
 def main():
     if len(sys.argv) < 3:
-        print("usage: bench-report.py OUT_DIR PATH=GUEST_TAP... [profile=FILE] [engines=FILE]",
+        print("usage: bench-report.py OUT_DIR PATH=GUEST_TAP... [profile=FILE] [engines=FILE]"
+              " [cost=FILE]",
               file=sys.stderr)
         return 2
     out = sys.argv[1]
@@ -376,10 +409,12 @@ def main():
             parse_profile(fname, rows)
         elif name == "engines":
             parse_engines(fname, rows)
+        elif name == "cost":
+            parse_cost(fname, rows)
         else:
             paths.append(name)
             parse_run(name, fname, rows)
-    if not [r for r in rows if r["kind"] not in ("profile", "engines")]:
+    if not [r for r in rows if r["kind"] not in ("profile", "engines", "cost")]:
         print("bench-report: no BENCH lines in " + " ".join(sys.argv[2:]), file=sys.stderr)
         return 1
     write_data(rows, out)
@@ -389,6 +424,7 @@ def main():
     report_uapi(rows, paths, out)
     report_rdma(rows, out)
     report_profile(rows)
+    report_cost(rows)
     report_targets(rows, paths)
     return 0
 

@@ -9,7 +9,9 @@
 # perftest on plx_rdma against rxe.  Then four short profile boots count
 # MMIO exits, DMA messages, interrupts and IOMMU map traffic per
 # descriptor, and one boot samples where the guest kernel's CPU time goes
-# on 64-byte copies (build/bench/kprofile.txt).  Last, two engine threads
+# on 64-byte copies (build/bench/kprofile.txt), and one, counting guest
+# instructions, the length of each driver's submission path
+# (build/bench/submit-cost.txt).  Last, two engine threads
 # on the host alone measure the ceiling for two channels.  Writes
 # build/bench/results.{csv,json}, PNG plots, and prints a table of medians
 # and ratios.
@@ -92,6 +94,15 @@ EMU_ARGS=--mapped run_emulated_guest bench-kprofile 2 600 "$REPO/scripts/bench-k
 grep '^KPROFILE ' "$REPO/build/results/bench-kprofile.guest.tap" | sed 's/^KPROFILE //' >"$out/kprofile.txt" || true
 grep -q "^rust_plx_dma [0-9]" "$out/kprofile.txt" ||
 	die "the kernel profile of rust_plx_dma is missing (see build/results/bench-kprofile.console)"
+# How many guest instructions each driver's submission path takes per
+# copy: plx_submit_cost under instruction counting, where the guest's
+# nanoseconds are instructions, so the figures do not move with the host.
+EMU_ARGS=--mapped run_emulated_guest bench-cost 1 600 "$REPO/scripts/bench-cost.guest.sh" -k bench -I >&2 ||
+	log "the submission-cost boot ended with status $? (see build/results/bench-cost.console)"
+grep '^COST ' "$REPO/build/results/bench-cost.guest.tap" | sed 's/^COST //' >"$out/submit-cost.txt" || true
+grep -q "driver=rust_plx_dma " "$out/submit-cost.txt" ||
+	die "the submission cost of rust_plx_dma is missing (see build/results/bench-cost.console)"
+raws+=("cost=$out/submit-cost.txt")
 # What the host gives two engines copying at once with nothing else
 # running: the ceiling the guest's two-channel figures are read against.
 emu=$("$REPO/scripts/emu-build.sh") || die "the emulator did not build"

@@ -22,15 +22,20 @@
 #                    build/results/NAME.hostctl.log.
 #     -a SRC:DST     copy SRC into the initramfs at DST (repeatable)
 #     -i             interactive: the console is this terminal (make shell)
+#     -I             count instructions: QEMU's icount with shift 0, under
+#                    which the guest clock advances one nanosecond per guest
+#                    instruction (one TCG thread for both vCPUs), so that a
+#                    guest timing is an instruction count, free of the
+#                    host's noise
 #
 # Exit status: the guest script's status; 124 on timeout; 125 when QEMU ended
 # without the guest finishing; 126 when the console shows a kernel splat.
 
 . "$(dirname "$0")/lib.sh"
 
-name=guest flavour=test timeout=900 interactive=0 ctl=
+name=guest flavour=test timeout=900 interactive=0 ctl= icount=()
 devices=() extras=()
-while getopts "n:k:t:d:a:c:i" opt; do
+while getopts "n:k:t:d:a:c:iI" opt; do
 	case "$opt" in
 	n) name=$OPTARG ;;
 	k) flavour=$OPTARG ;;
@@ -39,7 +44,8 @@ while getopts "n:k:t:d:a:c:i" opt; do
 	a) extras+=("$OPTARG") ;;
 	c) ctl=$OPTARG ;;
 	i) interactive=1 ;;
-	*) die "usage: guest-run.sh [-n NAME] [-k FLAVOUR] [-t S] [-d NAME=CMD] [-a SRC:DST] [-i] SCRIPT" ;;
+	I) icount=(-icount shift=0,sleep=off) ;;
+	*) die "usage: guest-run.sh [-n NAME] [-k FLAVOUR] [-t S] [-d NAME=CMD] [-a SRC:DST] [-i] [-I] SCRIPT" ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -101,7 +107,7 @@ append+=" kmemleak=on hung_task_panic=0"
 # KASAN report the 5-level direct map as a wild access (seen once in a dozen
 # boots, in handle_edge_irq under identify_cpu).  Nothing here needs LA57.
 append+=" no5lvl"
-qemu=(qemu-system-x86_64 -machine q35,memory-backend=mem,kernel-irqchip=split -accel tcg
+qemu=(qemu-system-x86_64 -machine q35,memory-backend=mem,kernel-irqchip=split -accel tcg "${icount[@]}"
 	-cpu max -smp 2 -m 1G -object memory-backend-memfd,id=mem,size=1G,share=on
 	-device intel-iommu,caching-mode=on,intremap=on
 	"${qemu_dev[@]}"
