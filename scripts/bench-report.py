@@ -210,9 +210,11 @@ def report_depth(rows, paths, out):
     print("\ndeep-queue client plx_depth_bench, one channel, default modes (median):"
           " MB/s, copies/s and guest CPU ms per GiB copied")
     print("(Rust/Cbest: against the C driver's best run, since its median may count its stalls)")
-    print(f"{'path':>8} {'size':>8} {'depth':>5} {'C MB/s':>9} {'Rust MB/s':>10} {'Rust/C':>7}"
-          f" {'Rust/Cbest':>10} {'C iops':>8} {'Rust iops':>10} {'C cpu':>8} {'Rust cpu':>9}"
-          f" {'CPU copy':>9}")
+    print("(same boot: rust_plx_dma's runs in the C driver's boots, a minute before C's; Rust/C"
+          " compares those, Rust MB/s and the rest are its runs in the main boot)")
+    print(f"{'path':>8} {'size':>8} {'depth':>5} {'C MB/s':>9} {'Rust MB/s':>10} {'same boot':>10}"
+          f" {'Rust/C':>7} {'Rust/Cbest':>10} {'C iops':>8} {'Rust iops':>10} {'C cpu':>8}"
+          f" {'Rust cpu':>9} {'CPU copy':>9}")
     for path in paths:
         d = select(rows, kind="depth", path=path, channels=1, mode="default")
         with open(f"{out}/depth-{path}.dat", "w", encoding="utf-8") as fh:
@@ -225,10 +227,11 @@ def report_depth(rows, paths, out):
                     cc = depth_med(rows, path, "plx_dma", "default", s, q, 1, "cpu_ms_per_gib")
                     rc = depth_med(rows, path, "rust_plx_dma", "default", s, q, 1, "cpu_ms_per_gib")
                     cb = depth_best(rows, path, "plx_dma", s, q, "mb_per_s")
+                    sb = depth_med(rows, path, "rust_plx_dma", "same-boot", s, q, 1, "mb_per_s")
                     cpu = cpu_mb(rows, path, s)
-                    print(f"{path:>8} {s:>8} {q:>5} {c:>9.1f} {r_:>10.1f} {ratio(r_, c):>7.2f}"
-                          f" {ratio(r_, cb):>10.2f} {ci:>8.0f} {ri:>10.0f} {cc:>8.0f} {rc:>9.0f}"
-                          f" {cpu:>9.1f}")
+                    print(f"{path:>8} {s:>8} {q:>5} {c:>9.1f} {r_:>10.1f} {sb:>10.1f}"
+                          f" {ratio(sb, c):>7.2f} {ratio(sb, cb):>10.2f} {ci:>8.0f} {ri:>10.0f}"
+                          f" {cc:>8.0f} {rc:>9.0f} {cpu:>9.1f}")
                     if q == 16:
                         fh.write(f"{s} {c} {r_} {cpu}\n")
     print("\nrust_plx_dma completion modes at 64 B (copies/s, median): default = one interrupt"
@@ -242,12 +245,12 @@ def report_depth(rows, paths, out):
             vals = [depth_med(rows, path, "rust_plx_dma", m, 64, q, 1, "iops") for m in modes]
             print(f"{path:>8} {q:>5} {c:>8.0f} " + " ".join(f"{v:>28.0f}" for v in vals))
     print("\nthe client's thread preparing, submitting and issuing, microseconds per copy, one channel"
-          " at depth 256, default modes (median)")
+          " at depth 256, default modes, in the C driver's boots (median)")
     print(f"{'path':>8} {'size':>8} {'C':>8} {'Rust':>8} {'Rust/C':>7}")
     for path in paths:
         for s in (64, 4096):
             c = depth_med(rows, path, "plx_dma", "default", s, 256, 1, "submit_us_per_copy")
-            r_ = depth_med(rows, path, "rust_plx_dma", "default", s, 256, 1, "submit_us_per_copy")
+            r_ = depth_med(rows, path, "rust_plx_dma", "same-boot", s, 256, 1, "submit_us_per_copy")
             print(f"{path:>8} {s:>8} {c:>8.2f} {r_:>8.2f} {ratio(r_, c):>7.2f}")
     print("\ntwo channels vs one, aggregate MB/s (median)")
     print(f"{'path':>8} {'driver':>13} {'size':>8} {'depth':>5} {'1 chan':>8} {'2 chans':>8}"
@@ -370,16 +373,20 @@ def report_targets(rows, paths):
                   + (f"the engine beats a CPU copy from {x} B on" if x else "none measured"))
     for s in (65536, 1 << 20):
         for q in (1, 16, 256):
-            rust = depth_med(rows, p, "rust_plx_dma", "default", s, q, 1, "mb_per_s")
+            rust = depth_med(rows, p, "rust_plx_dma", "same-boot", s, q, 1, "mb_per_s")
+            apart = depth_med(rows, p, "rust_plx_dma", "default", s, q, 1, "mb_per_s")
             c = depth_med(rows, p, "plx_dma", "default", s, q, 1, "mb_per_s")
             cb = depth_best(rows, p, "plx_dma", s, q, "mb_per_s")
-            print(f"  Rust/C MB/s at {s} B, depth {q} ({p}): {ratio(rust, c):.2f}"
-                  f" (against C's best run {ratio(rust, cb):.2f}; target >= 1.10)")
-    ri = depth_med(rows, p, "rust_plx_dma", "default", 64, 256, 1, "iops")
+            print(f"  Rust/C MB/s at {s} B, depth {q} ({p}): {ratio(rust, c):.2f} in one boot"
+                  f" (against C's best run {ratio(rust, cb):.2f}; across boots {ratio(apart, c):.2f};"
+                  " target >= 1.10)")
+    ri = depth_med(rows, p, "rust_plx_dma", "same-boot", 64, 256, 1, "iops")
+    ra = depth_med(rows, p, "rust_plx_dma", "default", 64, 256, 1, "iops")
     ci = depth_med(rows, p, "plx_dma", "default", 64, 256, 1, "iops")
     cib = depth_best(rows, p, "plx_dma", 64, 256, "iops")
-    print(f"  Rust/C iops at 64 B, depth 256 ({p}): {ratio(ri, ci):.2f}"
-          f" (against C's best run {ratio(ri, cib):.2f}; target >= 1.5)")
+    print(f"  Rust/C iops at 64 B, depth 256 ({p}): {ratio(ri, ci):.2f} in one boot"
+          f" (against C's best run {ratio(ri, cib):.2f}; across boots {ratio(ra, ci):.2f};"
+          " target >= 1.5)")
     for s in (65536, 1 << 20):
         for q in (16, 256):
             one = depth_med(rows, p, "rust_plx_dma", "default", s, q, 1, "mb_per_s")

@@ -114,6 +114,23 @@ if [ "${C_DEPTH_ONLY:-0}" = 1 ]; then
 	# Each run waits at most 3 s for a completion; a stalled queue fails
 	# its run (and would end the boot if the release then hung).
 	DEPTH_TIMEOUT_MS=3000
+	# rust_plx_dma first, on one channel at this boot's sizes (mode
+	# "same-boot"), so that the deep-queue Rust/C ratios compare runs a
+	# minute apart in one boot rather than boots minutes apart on a host
+	# whose speed drifts. It goes first because plx_dma, once loaded,
+	# stays: its removal after a stall is its own code.
+	if modprobe rust_plx_dma; then
+		for rep in $(seq "$DEPTH_REPS"); do
+			for size in $DEPTH_SIZES; do
+				for depth in 1 16 256; do
+					depth_run rust_plx_dma same-boot "$rep" "$size" "$depth" 1
+				done
+			done
+		done
+		rmmod rust_plx_dma
+	else
+		not_ok "modprobe rust_plx_dma"
+	fi
 	modprobe plx_dma || not_ok "modprobe plx_dma"
 	for rep in $(seq "$DEPTH_REPS"); do depth_bench plx_dma default "$rep" 1; done
 	check "benchmarks ran" true

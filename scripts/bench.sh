@@ -51,15 +51,17 @@ for path in mapped message; do
 	# bench.rst), and each such run gives up after 3 s without one. The
 	# guest freezes once seen here were the client spinning at the end of
 	# such a run (it now sleeps), but a release after a stall is plx_dma's
-	# code: one boot per size, each well under its timeout (15 to 110 s),
-	# so that a hang would cost that size's remaining runs and 3 minutes,
-	# not the rest of the grid. Whatever they measured counts; the stalls
-	# and any hung boot are reported.
+	# code: one boot per size, each well under its timeout (15 to 110 s,
+	# and as much again for the same size on rust_plx_dma, run first in
+	# the same boot for the Rust/C ratios), so that a hang would cost that
+	# size's remaining runs and 5 minutes, not the rest of the grid.
+	# Whatever they measured counts; the stalls and any hung boot are
+	# reported.
 	stalls=0
 	for size in ${depth_sizes//,/ }; do
 		name=bench-$path-c-$size
 		EMU_ARGS=$args GUEST_PARAMS="BENCH_PATH=$path C_DEPTH_ONLY=1 DEPTH_SIZES=$size" \
-			run_emulated_guest "$name" 2 180 "$REPO/scripts/bench.guest.sh" -k bench >&2 ||
+			run_emulated_guest "$name" 2 300 "$REPO/scripts/bench.guest.sh" -k bench >&2 ||
 			log "the plx_dma deep-queue boot at $size B on the $path path ended with status $? (see build/results/$name.console)"
 		cat "$REPO/build/results/$name.guest.tap" >>"$out/raw-$path.txt"
 		n=$(grep -c 'no copy completed for' "$REPO/build/results/$name.console" || true)
