@@ -19,13 +19,12 @@ const WB_SUCCESS: u32 = 1 << 30;
 const WB_RD_FAIL: u32 = 1 << 29;
 const WB_WR_FAIL: u32 = 1 << 28;
 
-/// Whether the engine reaches every byte of the `len` bytes at `addr`,
-/// `len` being a valid copy size (1 to [`MAX_COPY`]).
+/// Whether the engine reaches every byte of the `len` bytes at `addr`.
 #[inline]
 pub(crate) fn reachable(addr: DmaAddress, len: u32) -> bool {
-    // Within reach, `addr` is below 2^48 and `len` below 2^27: the sum
-    // cannot wrap.
-    addr <= MAX_ADDRESS && addr + u64::from(len) - 1 <= MAX_ADDRESS
+    // Once `addr` is within reach, the room above it neither wraps nor
+    // goes negative.
+    addr <= MAX_ADDRESS && u64::from(len) <= MAX_ADDRESS - addr + 1
 }
 
 /// A descriptor as it sits in the ring (little-endian on the wire; the
