@@ -69,18 +69,22 @@ parse_load() {
 }
 
 # load_start PARAM...: starts a long plx_load_client (256 deep, up to 16 KiB)
-# in the background, waits until it has copies in flight (at most 20 s:
+# in the background, waits until it has submitted copies (at most 20 s:
 # loading its module alone can take over a second on a slow guest, and a
 # cell must not take the device away before the load holds the channel),
-# then gives it a second to fill its queue.
+# then gives it a second to fill its queue.  The channel's submission count
+# says so, not its occupancy: the client verifies every copy with the CPU,
+# so its engine's ring sits empty most of the time, and a poll of the
+# occupancy every 100 ms could miss a whole short load.
 load_start() {
 	mark="fault-matrix-bg-$$-$(date +%s%N)"
 	echo "$mark" >/dev/kmsg
+	before=$(stat_of "$FN" submitted 2>/dev/null)
 	modprobe plx_load_client channel="$(chan)" depth=$LOAD_DEPTH copies=10000000 max_size=16384 "$@" &
 	bg=$!
 	i=0
 	while [ "$i" -lt 200 ] && kill -0 "$bg" 2>/dev/null &&
-		! [ "$(stat_of "$FN" ring_occupancy 2>/dev/null)" -gt 0 ] 2>/dev/null; do
+		! [ "$(stat_of "$FN" submitted 2>/dev/null)" -gt "${before:-0}" ] 2>/dev/null; do
 		sleep 0.1
 		i=$((i + 1))
 	done
