@@ -151,6 +151,9 @@ struct RingState {
     /// Some descriptor submitted since the last `issue_pending` wants a
     /// callback (what coalescing needs).
     unissued_asked: bool,
+    /// Where `issue_pending` keeps a chunk's first words between its two
+    /// walks: here rather than on its stack, so that no call clears it.
+    issue_words: [u32; ISSUE_CHUNK],
     /// The token of the descriptor each ring slot holds.
     in_ring: KVec<Option<SubmittedDesc>>,
     /// The token of each descriptor prepared and not yet submitted, by
@@ -363,6 +366,7 @@ impl PlxChannel {
                     issued: 0,
                     tail: 0,
                     unissued_asked: false,
+                    issue_words: [0; ISSUE_CHUNK],
                     in_ring,
                     prepared,
                     descs,
@@ -1143,35 +1147,42 @@ impl ChannelOps for PlxChannel {
         // their first words, with VALID. The engine may fetch these slots
         // before (a prefetch burst, or a running engine reaching them), but
         // must see a descriptor's fields before its VALID bit. The first
-        // words are kept from the first walk so that the second need not
-        // look each descriptor up again.
-        let mut words = [(0usize, 0u32); ISSUE_CHUNK];
+        // words are kept from the first walk (0 for a slot with no
+        // descriptor, which gets none) so that the second need not look
+        // each descriptor up again.
         let mut irq_requests = 0u64;
-        let (head, mut next) = (st.head, st.issued);
+        let state = &mut *st;
+        let (head, mut next) = (state.head, state.issued);
         // Borrowed for the walk, so that the compiler keeps them in
         // registers across the ring writes.
-        let (in_ring, descs) = (&st.in_ring[..], &st.descs[..]);
+        let (in_ring, descs, words) =
+            (&state.in_ring[..], &state.descs[..], &mut state.issue_words);
         while next != head {
-            let mut k = 0;
-            while k < ISSUE_CHUNK && next != head {
+            let first = next;
+            let k = (head.wrapping_sub(next) as usize).min(ISSUE_CHUNK);
+            for word in &mut words[..k] {
                 let slot = self.slot(next);
                 next = next.wrapping_add(1);
-                let Some(d) = in_ring
+                *word = match in_ring
                     .get(slot)
                     .and_then(Option::as_ref)
                     .and_then(|token| descs.get(token.index()))
-                else {
-                    continue;
+                {
+                    Some(d) => {
+                        let interrupt = interrupts.next(d.interrupt);
+                        irq_requests += u64::from(interrupt);
+                        let hw = HwDesc::copy(d.dst, d.src, d.len, false);
+                        let _ = write_addresses(&ring, slot, &hw);
+                        issued_word(d.len, interrupt)
+                    }
+                    None => 0,
                 };
-                let interrupt = interrupts.next(d.interrupt);
-                irq_requests += u64::from(interrupt);
-                let _ = write_addresses(&ring, slot, &HwDesc::copy(d.dst, d.src, d.len, false));
-                words[k] = (slot, issued_word(d.len, interrupt));
-                k += 1;
             }
             dma_mb(Write);
-            for &(slot, word) in &words[..k] {
-                let _ = write_flags(&ring, slot, word);
+            for (i, &word) in (0u32..).zip(&words[..k]) {
+                if word != 0 {
+                    let _ = write_flags(&ring, self.slot(first.wrapping_add(i)), word);
+                }
             }
         }
         st.counters.irq_requests = st.counters.irq_requests.wrapping_add(irq_requests);
