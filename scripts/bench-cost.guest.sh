@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0
-# Guest half of the bench's submission-cost boot, under instruction
-# counting (guest-run.sh -I): plx_submit_cost on each driver in turn, whose
-# timings are then guest instruction counts per copy (prep and submit) and
-# per batch (issue_pending), with a lock pair and an indirect call for
-# scale.  The C plx_dma runs last: its queue may stall (see bench.rst).
+# Guest half of the bench's path-length boot, under instruction counting
+# (guest-run.sh -I): plx_submit_cost on each driver in turn, whose timings
+# are then guest instruction counts per copy (prep and submit; reap and
+# callback) and per batch (issue_pending), with a lock pair and an
+# indirect call for scale.  The C plx_dma runs last: its queue may stall (see bench.rst).
 . /guest/lib.sh
 
 for drv in rust_plx_dma plx_dma; do

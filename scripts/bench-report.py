@@ -119,8 +119,8 @@ def parse_engines(fname, rows):
 
 
 def parse_cost(fname, rows):
-    """Submission path lengths: plx_submit_cost lines of the icount boot."""
-    keys = ("prep_submit", "issue", "lock_bh", "call", "batch")
+    """Path lengths: plx_submit_cost lines of the icount boot."""
+    keys = ("prep_submit", "issue", "complete", "lock_bh", "call", "batch")
     for line in open(fname, encoding="utf-8", errors="replace"):
         f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
         if "driver" in f and all(k in f for k in keys):
@@ -336,10 +336,10 @@ def report_cost(rows):
     cost = {r["driver"]: r for r in select(rows, kind="cost")}
     if not cost:
         return
-    print("\nsubmission path, guest instructions (icount boot, 64 B copies, nothing in flight;"
+    print("\nper-copy path, guest instructions (icount boot, batches of 64 B copies;"
           " a _bh lock pair and an indirect call for scale)")
-    print(f"{'driver':>14} {'prep+submit':>12} {'issue/copy':>11} {'per copy':>9}"
-          f" {'lock_bh':>8} {'call':>5}")
+    print(f"{'driver':>14} {'prep+submit':>12} {'issue/copy':>11} {'submission':>11}"
+          f" {'completion':>11} {'lock_bh':>8} {'call':>5}")
     total = {}
     for drv in ("plx_dma", "rust_plx_dma"):
         r = cost.get(drv)
@@ -347,11 +347,13 @@ def report_cost(rows):
             continue
         issue = r["issue"] / r["batch"]
         total[drv] = r["prep_submit"] + issue
-        print(f"{drv:>14} {r['prep_submit']:>12} {issue:>11.1f} {total[drv]:>9.1f}"
-              f" {r['lock_bh']:>8} {r['call']:>5}")
+        print(f"{drv:>14} {r['prep_submit']:>12} {issue:>11.1f} {total[drv]:>11.1f}"
+              f" {r['complete']:>11} {r['lock_bh']:>8} {r['call']:>5}")
     if len(total) == 2:
-        print(f"{'Rust/C':>14} {ratio(cost['rust_plx_dma']['prep_submit'], cost['plx_dma']['prep_submit']):>12.2f}"
-              f" {'':>11} {ratio(total['rust_plx_dma'], total['plx_dma']):>9.2f}")
+        rust, c = cost["rust_plx_dma"], cost["plx_dma"]
+        print(f"{'Rust/C':>14} {ratio(rust['prep_submit'], c['prep_submit']):>12.2f}"
+              f" {'':>11} {ratio(total['rust_plx_dma'], total['plx_dma']):>11.2f}"
+              f" {ratio(rust['complete'], c['complete']):>11.2f}")
 
 
 def report_targets(rows, paths):

@@ -96,9 +96,10 @@ EMU_ARGS=--mapped run_emulated_guest bench-kprofile 2 600 "$REPO/scripts/bench-k
 grep '^KPROFILE ' "$REPO/build/results/bench-kprofile.guest.tap" | sed 's/^KPROFILE //' >"$out/kprofile.txt" || true
 grep -q "^rust_plx_dma [0-9]" "$out/kprofile.txt" ||
 	die "the kernel profile of rust_plx_dma is missing (see build/results/bench-kprofile.console)"
-# How many guest instructions each driver's submission path takes per
-# copy: plx_submit_cost under instruction counting, where the guest's
-# nanoseconds are instructions, so the figures do not move with the host.
+# How many guest instructions each driver's submission and completion
+# paths take per copy: plx_submit_cost under instruction counting, where
+# the guest's nanoseconds are instructions, so the figures do not move
+# with the host.
 EMU_ARGS=--mapped run_emulated_guest bench-cost 1 600 "$REPO/scripts/bench-cost.guest.sh" -k bench -I >&2 ||
 	log "the submission-cost boot ended with status $? (see build/results/bench-cost.console)"
 grep '^COST ' "$REPO/build/results/bench-cost.guest.tap" | sed 's/^COST //' >"$out/submit-cost.txt" || true

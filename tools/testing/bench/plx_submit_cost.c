@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * What a dmaengine provider costs its client per copy on the submission
- * side, and nothing else: @rounds times, it prepares and submits @batch
- * copies of 64 bytes with nothing in flight (so no completion, interrupt
- * or reap runs meanwhile), times that loop and the issue_pending that
- * follows, then waits for the batch to complete.  The same loops run on
- * the C plx_dma and on rust_plx_dma.
+ * What a dmaengine provider costs its client per copy, each side on its
+ * own: @rounds times, it prepares and submits @batch copies of 64 bytes
+ * with nothing in flight (so no completion, interrupt or reap runs
+ * meanwhile), times that loop and the issue_pending that follows, then
+ * times the completion side: from the batch's first callback to its
+ * last, the provider reaps the copies and calls back, one after the
+ * other.  The same loops run on the C plx_dma and on rust_plx_dma.
  *
  * Two reference loops put the figures in scale: a spin_lock_bh() and
  * spin_unlock_bh() pair, and an indirect call to an empty function, the
@@ -17,10 +18,10 @@
  * noise-free measure of how long each driver's path is.  Without it they
  * are nanoseconds of a TCG guest.  Output, medians over the rounds:
  *
- *   plx_submit_cost: chan=dma0chan0 driver=rust_plx_dma batch=256 rounds=32 prep_submit=311 issue=29162 lock_bh=39 call=7 nudges=0
+ *   plx_submit_cost: chan=dma0chan0 driver=rust_plx_dma batch=256 rounds=32 prep_submit=311 issue=29162 complete=400 lock_bh=39 call=7 nudges=0
  *
- * prep_submit is per copy, issue per batch; nudges counts the copies added
- * to batches whose completion never came.  Unload it afterwards.
+ * prep_submit and complete are per copy, issue per batch; nudges counts
+ * the copies added to batches whose completion never came.  Unload it afterwards.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -53,14 +54,27 @@ MODULE_PARM_DESC(rounds, "rounds, of which the median is reported (1..1000)");
 #define NUDGE_MS	100
 #define MAX_NUDGES	50
 
+/*
+ * What the callbacks of one round share.  It outlives the round, since
+ * the copies of a round that failed may still call back, until the
+ * channel is released.
+ */
+struct round_state {
+	unsigned int completed;
+	u64 first_ns, last_ns;
+	struct completion done;
+};
+
 /* Per-round figures, one array per measure. */
 struct samples {
 	u64 prep_submit[MAX_ROUNDS];
 	u64 issue[MAX_ROUNDS];
+	u64 complete[MAX_ROUNDS];
 	u64 lock_bh[MAX_ROUNDS];
 	u64 call[MAX_ROUNDS];
 	/* Copies added to batches whose completion did not come. */
 	unsigned int nudges;
+	struct round_state round;
 };
 
 static DEFINE_SPINLOCK(reference_lock);
@@ -71,9 +85,22 @@ static noinline void empty(void)
 	barrier();
 }
 
-static void batch_done(void *param)
+/*
+ * Every copy asks for a callback, as a client that refills its queue
+ * does.  The first and the last of the batch are timed: between them the
+ * provider reaps the copies and runs their callbacks, and nothing else
+ * (the engine has long finished the batch when the reap starts).
+ */
+static void copy_done(void *param)
 {
-	complete(param);
+	struct round_state *rs = param;
+
+	if (!rs->completed++)
+		rs->first_ns = ktime_get_ns();
+	if (rs->completed == batch) {
+		rs->last_ns = ktime_get_ns();
+		complete(&rs->done);
+	}
 }
 
 static bool want_channel(struct dma_chan *chan, void *param)
@@ -101,11 +128,13 @@ static u64 median(u64 *v)
 static int one_round(struct dma_chan *chan, dma_addr_t dst, dma_addr_t src,
 		     struct samples *s, unsigned int r)
 {
+	struct round_state *rs = &s->round;
 	struct dma_async_tx_descriptor *tx;
-	DECLARE_COMPLETION_ONSTACK(done);
 	unsigned int i;
 	u64 t0, t1, t2;
 
+	rs->completed = 0;
+	init_completion(&rs->done);
 	t0 = ktime_get_ns();
 	for (i = 0; i < batch; i++) {
 		tx = dmaengine_prep_dma_memcpy(chan, dst, src, COPY_SIZE,
@@ -114,10 +143,8 @@ static int one_round(struct dma_chan *chan, dma_addr_t dst, dma_addr_t src,
 			pr_err("%s: prep %u of %u refused\n", dma_chan_name(chan), i, batch);
 			return -ENOSPC;
 		}
-		if (i + 1 == batch) {
-			tx->callback = batch_done;
-			tx->callback_param = &done;
-		}
+		tx->callback = copy_done;
+		tx->callback_param = rs;
 		if (dma_submit_error(dmaengine_submit(tx))) {
 			pr_err("%s: submit %u of %u refused\n", dma_chan_name(chan), i, batch);
 			return -EIO;
@@ -129,11 +156,11 @@ static int one_round(struct dma_chan *chan, dma_addr_t dst, dma_addr_t src,
 	s->prep_submit[r] = div_u64(t1 - t0, batch);
 	s->issue[r] = t2 - t1;
 	/*
-	 * Copies complete in order: the last callback means all are done.
 	 * The C plx_dma may lose a completion interrupt (bench.rst says how);
-	 * the interrupt of one more copy then reaps the batch.
+	 * the interrupt of one more copy, without a callback (it may
+	 * complete after this round returned), then reaps the batch.
 	 */
-	while (!wait_for_completion_timeout(&done, msecs_to_jiffies(NUDGE_MS))) {
+	while (!wait_for_completion_timeout(&rs->done, msecs_to_jiffies(NUDGE_MS))) {
 		if (++s->nudges > MAX_NUDGES) {
 			pr_err("%s: the batch did not complete in %u ms, %u copies later\n",
 			       dma_chan_name(chan), MAX_NUDGES * NUDGE_MS, MAX_NUDGES);
@@ -144,6 +171,7 @@ static int one_round(struct dma_chan *chan, dma_addr_t dst, dma_addr_t src,
 		if (tx && !dma_submit_error(dmaengine_submit(tx)))
 			dma_async_issue_pending(chan);
 	}
+	s->complete[r] = batch > 1 ? div_u64(rs->last_ns - rs->first_ns, batch - 1) : 0;
 	return 0;
 }
 
@@ -206,9 +234,9 @@ static int __init submit_cost_init(void)
 	}
 	if (ret)
 		goto out;
-	pr_info("chan=%s driver=%s batch=%u rounds=%u prep_submit=%llu issue=%llu lock_bh=%llu call=%llu nudges=%u\n",
+	pr_info("chan=%s driver=%s batch=%u rounds=%u prep_submit=%llu issue=%llu complete=%llu lock_bh=%llu call=%llu nudges=%u\n",
 		dma_chan_name(chan), dev_driver_string(dev), batch, rounds,
-		median(s->prep_submit), median(s->issue), median(s->lock_bh),
+		median(s->prep_submit), median(s->issue), median(s->complete), median(s->lock_bh),
 		median(s->call), s->nudges);
 out:
 	/*
