@@ -215,8 +215,8 @@ def report_depth(rows, paths, out):
     print("\ndeep-queue client plx_depth_bench, one channel, default modes (median):"
           " MB/s, copies/s and guest CPU ms per GiB copied")
     print("(Rust/Cbest: against the C driver's best run, since its median may count its stalls)")
-    print("(same boot: rust_plx_dma's runs in the C driver's boots, a minute before C's; Rust/C"
-          " compares those, Rust MB/s and the rest are its runs in the main boot)")
+    print("(same boot: rust_plx_dma's runs in the C driver's boots, the drivers taking turns;"
+          " Rust/C compares those, Rust MB/s and the rest are its runs in the main boot)")
     print(f"{'path':>8} {'size':>8} {'depth':>5} {'C MB/s':>9} {'Rust MB/s':>10} {'same boot':>10}"
           f" {'Rust/C':>7} {'Rust/Cbest':>10} {'C iops':>8} {'Rust iops':>10} {'C cpu':>8}"
           f" {'Rust cpu':>9} {'CPU copy':>9}")

@@ -114,25 +114,28 @@ if [ "${C_DEPTH_ONLY:-0}" = 1 ]; then
 	# Each run waits at most 3 s for a completion; a stalled queue fails
 	# its run (and would end the boot if the release then hung).
 	DEPTH_TIMEOUT_MS=3000
-	# rust_plx_dma first, on one channel at this boot's sizes (mode
-	# "same-boot"), so that the deep-queue Rust/C ratios compare runs a
-	# minute apart in one boot rather than boots minutes apart on a host
-	# whose speed drifts. It goes first because plx_dma, once loaded,
-	# stays: its removal after a stall is its own code.
-	if modprobe rust_plx_dma; then
-		for rep in $(seq "$DEPTH_REPS"); do
+	# The two drivers take turns, a repetition each: rust_plx_dma on one
+	# channel at this boot's sizes (mode "same-boot"), then plx_dma's
+	# grid, each loaded for its runs and unloaded after them.  So each
+	# Rust/C pair of runs is seconds apart in one boot, not minutes or
+	# boots apart on a host whose speed drifts.  If plx_dma cannot be
+	# removed (its code, after a stall), its remaining turns are lost,
+	# and said.
+	for rep in $(seq "$DEPTH_REPS"); do
+		if modprobe rust_plx_dma; then
 			for size in $DEPTH_SIZES; do
 				for depth in 1 16 256; do
 					depth_run rust_plx_dma same-boot "$rep" "$size" "$depth" 1
 				done
 			done
-		done
-		rmmod rust_plx_dma
-	else
-		not_ok "modprobe rust_plx_dma"
-	fi
-	modprobe plx_dma || not_ok "modprobe plx_dma"
-	for rep in $(seq "$DEPTH_REPS"); do depth_bench plx_dma default "$rep" 1; done
+			rmmod rust_plx_dma
+		else
+			not_ok "modprobe rust_plx_dma"
+		fi
+		modprobe plx_dma || { not_ok "modprobe plx_dma"; break; }
+		depth_bench plx_dma default "$rep" 1
+		rmmod plx_dma || { not_ok "rmmod plx_dma after repetition $rep"; break; }
+	done
 	check "benchmarks ran" true
 	finish
 fi

@@ -52,9 +52,10 @@ for path in mapped message; do
 	# guest freezes once seen here were the client spinning at the end of
 	# such a run (it now sleeps), but a release after a stall is plx_dma's
 	# code: one boot per size, each well under its timeout (15 to 110 s,
-	# and as much again for the same size on rust_plx_dma, run first in
-	# the same boot for the Rust/C ratios), so that a hang would cost that
-	# size's remaining runs and 5 minutes, not the rest of the grid.
+	# and as much again for the same size on rust_plx_dma, the two
+	# drivers taking turns in the same boot for the Rust/C ratios), so
+	# that a hang would cost that size's remaining runs and 5 minutes,
+	# not the rest of the grid.
 	# Whatever they measured counts; the stalls and any hung boot are
 	# reported.
 	stalls=0
