@@ -61,7 +61,7 @@ use kernel::{
     device::{Bound, Device},
     devres::Devres,
     dma::{Coherent, DmaAddress},
-    io::{io_project, io_read, io_write, register::Register, Io},
+    io::{io_project, io_read, io_write, register::Register, Io, IoBase, SysMem},
     new_condvar, new_mutex, new_work,
     pci::DevresBar,
     prelude::*,
@@ -87,15 +87,26 @@ pub(crate) use watchdog::Watchdog;
 
 type Ring = Coherent<[HwDesc]>;
 
+/// The ring as the CPU sees it. A projection of a `Coherent` view also
+/// computes the DMA address of what it selects, two overflow-checked
+/// additions per field the CPU reads or writes; the CPU never needs them.
+type RingMem<'a> = SysMem<'a, [HwDesc]>;
+
+/// The CPU's view of `ring`.
+#[inline]
+fn ring_mem(ring: &Ring) -> RingMem<'_> {
+    ring.as_view().as_sys_mem()
+}
+
 /// Reads the first word of ring slot `slot`.
 #[inline]
-fn read_flags(ring: &Ring, slot: usize) -> Result<u32> {
+fn read_flags(ring: RingMem<'_>, slot: usize) -> Result<u32> {
     Ok(io_read!(ring, [try: slot].flags_and_size))
 }
 
 /// Writes the first word of ring slot `slot`.
 #[inline]
-fn write_flags(ring: &Ring, slot: usize, flags: u32) -> Result {
+fn write_flags(ring: RingMem<'_>, slot: usize, flags: u32) -> Result {
     io_write!(ring, [try: slot].flags_and_size, flags);
     Ok(())
 }
@@ -103,7 +114,7 @@ fn write_flags(ring: &Ring, slot: usize, flags: u32) -> Result {
 /// Writes the addresses of descriptor `hw` into ring slot `slot`, leaving
 /// its first word (VALID) alone.
 #[inline]
-fn write_addresses(ring: &Ring, slot: usize, hw: &HwDesc) -> Result {
+fn write_addresses(ring: RingMem<'_>, slot: usize, hw: &HwDesc) -> Result {
     // One bounds check for the four fields.
     let desc = io_project!(ring, [try: slot]);
     io_write!(desc, .dst_lo, hw.dst_lo);
@@ -705,13 +716,14 @@ impl PlxChannel {
         unfinished: &mut Option<u32>,
     ) -> usize {
         let mut st = self.state.lock();
-        let Some(ring) = self.ring.try_access() else {
+        let Some(guard) = self.ring.try_access() else {
             return 0;
         };
+        let ring = ring_mem(&guard);
         let mut n = 0;
         while n < BATCH && st.in_flight() != 0 {
             let slot = self.slot(st.tail);
-            let Ok(word) = read_flags(&ring, slot) else {
+            let Ok(word) = read_flags(ring, slot) else {
                 break;
             };
             let wb = WriteBack(word);
@@ -733,7 +745,7 @@ impl PlxChannel {
                 (wb.result(), wb.residue(d.len))
             } else if abort {
                 // Take the descriptor back from the stopped engine.
-                let _ = write_flags(&ring, slot, word & !FLAG_VALID);
+                let _ = write_flags(ring, slot, word & !FLAG_VALID);
                 (TxResult::Aborted, d.len)
             } else {
                 break;
@@ -945,7 +957,8 @@ impl PlxChannel {
         let Some(ring) = self.ring.try_access() else {
             return true;
         };
-        read_flags(&ring, self.slot(oldest)).map_or(true, |word| !WriteBack(word).pending())
+        read_flags(ring_mem(&ring), self.slot(oldest))
+            .map_or(true, |word| !WriteBack(word).pending())
     }
 
     /// Reads and clears `INTR_STATUS`; whether it reports an engine error.
@@ -1138,9 +1151,10 @@ impl ChannelOps for PlxChannel {
         if !st.active || n == 0 {
             return;
         }
-        let Some(ring) = self.ring.try_access() else {
+        let Some(guard) = self.ring.try_access() else {
             return;
         };
+        let ring = ring_mem(&guard);
         let asked = core::mem::take(&mut st.unissued_asked);
         let mut interrupts = self.config.batch(n, asked);
         // A chunk at a time: the addresses of its descriptors first, then
@@ -1172,7 +1186,7 @@ impl ChannelOps for PlxChannel {
                         let interrupt = interrupts.next(d.interrupt);
                         irq_requests += u64::from(interrupt);
                         let hw = HwDesc::copy(d.dst, d.src, d.len, false);
-                        let _ = write_addresses(&ring, slot, &hw);
+                        let _ = write_addresses(ring, slot, &hw);
                         issued_word(d.len, interrupt)
                     }
                     None => 0,
@@ -1181,7 +1195,7 @@ impl ChannelOps for PlxChannel {
             dma_mb(Write);
             for (i, &word) in (0u32..).zip(&words[..k]) {
                 if word != 0 {
-                    let _ = write_flags(&ring, self.slot(first.wrapping_add(i)), word);
+                    let _ = write_flags(ring, self.slot(first.wrapping_add(i)), word);
                 }
             }
         }

@@ -36,15 +36,19 @@ impl ChannelConfig {
     /// `batch_asked` tells whether any of them wants a callback.
     #[inline]
     pub(crate) fn batch(&self, n: u32, batch_asked: bool) -> BatchInterrupts {
-        let every = match (self.poll, self.coalesce) {
-            (Some(_), _) => None,
-            (None, 0 | 1) => Some(0),
-            (None, every) => batch_asked.then_some(every),
+        let (each, every) = match (self.poll, self.coalesce) {
+            (Some(_), _) => (false, None),
+            (None, 0 | 1) => (true, None),
+            (None, every) => (false, batch_asked.then_some(every)),
         };
         BatchInterrupts {
-            every,
+            each,
+            last: every.is_some(),
             left: n,
-            countdown: every.unwrap_or(0),
+            // Never reaches 1 within a batch when nothing is periodic: a
+            // batch is at most a ring, far fewer than `u32::MAX` slots.
+            every: every.unwrap_or(u32::MAX),
+            countdown: every.unwrap_or(u32::MAX),
         }
     }
 
@@ -66,15 +70,20 @@ impl ChannelConfig {
 
 /// Which descriptors of one issued batch ask the engine for an interrupt,
 /// in ring order (see [`ChannelConfig::coalesce`]). A countdown rather than
-/// a remainder: a division per descriptor is a helper call under TCG.
+/// a remainder (a division is a helper call under TCG), and no branch on the
+/// mode per descriptor: `issue_pending` asks once for each.
 pub(crate) struct BatchInterrupts {
-    /// `None`: no descriptor asks (polled mode, or coalescing and no
-    /// descriptor of the batch wants a callback). `Some(0)`: each one that
-    /// wants a callback asks. `Some(n)`: every `n`-th and the last ask.
-    every: Option<u32>,
+    /// Each descriptor that wants a callback asks (no coalescing).
+    each: bool,
+    /// The batch's last descriptor asks (coalescing, and some descriptor
+    /// wants a callback).
+    last: bool,
     /// Descriptors of the batch not decided yet.
     left: u32,
-    /// Descriptors up to and including the next `n`-th.
+    /// Every this many descriptors, one asks; `u32::MAX` when none does
+    /// for its place in the batch.
+    every: u32,
+    /// Descriptors up to and including the next periodic one.
     countdown: u32,
 }
 
@@ -83,18 +92,13 @@ impl BatchInterrupts {
     /// `asked`, asks for an interrupt.
     #[inline]
     pub(crate) fn next(&mut self, asked: bool) -> bool {
-        self.left = self.left.saturating_sub(1);
-        match self.every {
-            None => false,
-            Some(0) => asked,
-            Some(every) => {
-                self.countdown = self.countdown.saturating_sub(1);
-                let nth = self.countdown == 0;
-                if nth {
-                    self.countdown = every;
-                }
-                nth || self.left == 0
-            }
-        }
+        self.left = self.left.wrapping_sub(1);
+        let nth = self.countdown == 1;
+        self.countdown = if nth {
+            self.every
+        } else {
+            self.countdown.wrapping_sub(1)
+        };
+        (asked & self.each) | nth | (self.last & (self.left == 0))
     }
 }
