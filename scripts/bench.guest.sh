@@ -62,13 +62,9 @@ depth_run() {
 	echo "$line" | sed -n 's/.* copies=\([0-9]*\) bytes=\([0-9]*\) ns=\([0-9]*\) busy_ns=\([0-9]*\).*/BENCH depth '"$drv $mode $size $depth $chans $rep"' \1 \2 \3 \4 1000000000 '"$submit"'/p'
 }
 
-# depth_bench DRIVER MODE REP FULL: the size x depth grid on one channel
-# (FULL=0: 64 B at every depth and 64 KiB at depth 16 only), and two
-# channels at depths 16 and 256 for 64 KiB and 1 MiB (those of
-# DEPTH_SIZES): 16 deep a channel waits on each round trip through QEMU,
-# 256 deep it keeps its engine busy, so the aggregate shows what a second
-# engine adds on this host.
-depth_bench() {
+# depth_grid DRIVER MODE REP FULL: the size x depth grid on one channel
+# (FULL=0: 64 B at every depth and 64 KiB at depth 16 only).
+depth_grid() {
 	local drv=$1 mode=$2 rep=$3 full=$4 size depth
 	for size in $DEPTH_SIZES; do
 		for depth in 1 16 256; do
@@ -77,16 +73,25 @@ depth_bench() {
 			fi
 		done
 	done
-	if [ "$full" = 1 ]; then
-		for size in $DEPTH_SIZES; do
-			case $size in
-			65536 | 1048576)
-				depth_run "$drv" "$mode" "$rep" "$size" 16 2
-				depth_run "$drv" "$mode" "$rep" "$size" 256 2
-				;;
-			esac
-		done
-	fi
+}
+
+# depth_bench DRIVER MODE REP FULL: depth_grid, then (FULL=1) two
+# channels at depths 16 and 256 for 64 KiB and 1 MiB (those of
+# DEPTH_SIZES): 16 deep a channel waits on each round trip through QEMU,
+# 256 deep it keeps its engine busy, so the aggregate shows what a second
+# engine adds on this host.
+depth_bench() {
+	local drv=$1 mode=$2 rep=$3 full=$4 size
+	depth_grid "$drv" "$mode" "$rep" "$full"
+	[ "$full" = 1 ] || return 0
+	for size in $DEPTH_SIZES; do
+		case $size in
+		65536 | 1048576)
+			depth_run "$drv" "$mode" "$rep" "$size" 16 2
+			depth_run "$drv" "$mode" "$rep" "$size" 256 2
+			;;
+		esac
+	done
 }
 
 # User copies per measurement: a multiple of the tool's batch depth (32).
@@ -123,11 +128,7 @@ if [ "${C_DEPTH_ONLY:-0}" = 1 ]; then
 	# and said.
 	for rep in $(seq "$DEPTH_REPS"); do
 		if modprobe rust_plx_dma; then
-			for size in $DEPTH_SIZES; do
-				for depth in 1 16 256; do
-					depth_run rust_plx_dma same-boot "$rep" "$size" "$depth" 1
-				done
-			done
+			depth_grid rust_plx_dma same-boot "$rep" 1
 			rmmod rust_plx_dma
 		else
 			not_ok "modprobe rust_plx_dma"
