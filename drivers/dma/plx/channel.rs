@@ -88,8 +88,9 @@ pub(crate) use watchdog::Watchdog;
 type Ring = Coherent<[HwDesc]>;
 
 /// The ring as the CPU sees it. A projection of a `Coherent` view also
-/// computes the DMA address of what it selects, two overflow-checked
-/// additions per field the CPU reads or writes; the CPU never needs them.
+/// computes the DMA address of what it selects, an overflow-checked
+/// subtraction and addition per field the CPU reads or writes; the CPU
+/// never needs that address.
 type RingMem<'a> = SysMem<'a, [HwDesc]>;
 
 /// The CPU's view of `ring`.
