@@ -26,9 +26,11 @@ BENCH_PATH=${BENCH_PATH:-message}
 echo "BENCH path $BENCH_PATH"
 
 iters_for() { case $1 in 64 | 4096) echo 4000 ;; 65536) echo 2000 ;; *) echo 300 ;; esac; }
-# Deep-queue copies per run and channel: a second or more of engine time.
-# The message path moves every byte through QEMU, the mapped one at memory
-# speed: each gets counts that take about a second at depth 16.
+# Deep-queue copies per run and channel.  The message path moves every
+# byte through QEMU, the mapped one at memory speed, so each has its own
+# counts.  At depth 16 the small sizes take about half a second a run,
+# 64 KiB and 1 MiB a tenth or less: longer mapped runs would lose more of
+# plx_dma's completions (see DEPTH_REPS above and bench.rst).
 depth_copies_for() {
 	if [ "$BENCH_PATH" = mapped ]; then
 		case $1 in 64) echo 40000 ;; 4096) echo 20000 ;; 65536) echo 4000 ;; *) echo 400 ;; esac
