@@ -76,7 +76,8 @@ pub(crate) struct BatchInterrupts {
     /// Each descriptor that wants a callback asks (no coalescing).
     each: bool,
     /// The batch's last descriptor asks (coalescing, and some descriptor
-    /// wants a callback).
+    /// wants a callback). The same as `every != u32::MAX`, kept apart: that
+    /// comparison per descriptor measured 5 instructions a copy more.
     last: bool,
     /// Descriptors of the batch not decided yet.
     left: u32,
