@@ -6,8 +6,22 @@
 #                     and unmapped by the client for every copy
 #   WORKLOAD=depth16  plx_depth_bench, 16 copies of 4 KiB in flight,
 #                     buffers mapped once
+#   WORKLOAD=depth256 plx_depth_bench, 256 copies of 64 B in flight,
+#                     where the guest, not the engine, sets the pace
+# The deep-queue workloads also print the run's wall time ("PROFILE run"),
+# against which the emulator's engine_busy_ns gives the engine's share.
 . /guest/lib.sh
 . /guest/dmatest.sh
+
+# profile_depth_run SIZE DEPTH COPIES: one plx_depth_bench load, and its
+# wall time as "PROFILE run ns=... copies=...".
+profile_depth_run() {
+	local mark="profile-$$-$RANDOM"
+	echo "$mark" >/dev/kmsg
+	check "plx_depth_bench $1 B, depth $2" modprobe plx_depth_bench size="$1" depth="$2" copies="$3"
+	rmmod plx_depth_bench
+	dmesg | sed -n "/$mark/,\$p" | sed -n 's/.*plx_depth_bench: total .* copies=\([0-9]*\) .* ns=\([0-9]*\) .*/PROFILE run ns=\2 copies=\1/p'
+}
 
 modprobe rust_plx_dma || { not_ok "modprobe rust_plx_dma"; finish; }
 case "${WORKLOAD:-}" in
@@ -17,8 +31,13 @@ dmatest)
 	dmatest_release
 	;;
 depth16)
-	check "plx_depth_bench 4 KiB, depth 16" modprobe plx_depth_bench size=4096 depth=16 copies=2000
-	rmmod plx_depth_bench
+	profile_depth_run 4096 16 2000
+	;;
+depth256)
+	# As many copies as the path moves in a fraction of a second.
+	copies=3000
+	[ "${BENCH_PATH:-}" = mapped ] && copies=40000
+	profile_depth_run 64 256 "$copies"
 	;;
 *) not_ok "unknown WORKLOAD '${WORKLOAD:-}'" ;;
 esac

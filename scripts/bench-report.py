@@ -102,7 +102,7 @@ def parse_profile(fname, rows):
         if len(f) < 4 or f[0] != "PROFILE":
             continue
         key = (f[1], f[2])
-        side = "driver" if f[3] == "driver" else "emu"
+        side = f[3] if f[3] in ("driver", "run") else "emu"
         for kv in f[4:]:
             if "=" in kv:
                 k, v = kv.split("=", 1)
@@ -320,21 +320,28 @@ def report_profile(rows):
     prof = select(rows, kind="profile")
     if not prof:
         return
-    print("\nprofile: per descriptor, on rust_plx_dma (one channel, 4 KiB copies; the counts"
-          " include the boot's own probe and teardown)")
+    print("\nprofile: per descriptor, on rust_plx_dma (one channel; dmatest and depth16: 4 KiB"
+          " copies, depth256: 64 B; the counts include the boot's own probe and teardown)")
+    print("(engine ns: the engine thread's host time per descriptor; busy: its share of the"
+          " run's wall time; wake us: from a doorbell that finds it idle to its fetch)")
     cols = [("MMIO rd", "emu.reg_reads"), ("MMIO wr", "emu.reg_writes"),
             ("DMA msgs", "emu.dma_messages"), ("IRQs", "emu.interrupts"),
             ("DMA_MAP", "emu.dma_maps"), ("DMA_UNMAP", "emu.dma_unmaps"),
             ("doorbells", "driver.doorbells")]
     print(f"{'path':>8} {'workload':>9} {'descs':>6} " + " ".join(f"{c:>9}" for c, _ in cols)
-          + f" {'mapped bytes':>13}")
+          + f" {'mapped bytes':>13} {'engine ns':>9} {'busy':>5} {'wake us':>7}")
     for r in sorted(prof, key=lambda r: (r["path"], r["workload"])):
         n = r.get("emu.descriptors", 0)
         vals = [r.get(k, NAN) / n if n else NAN for _, k in cols]
         mapped = r.get("emu.bytes_mapped", 0)
         total = mapped + r.get("emu.bytes_messages", 0)
+        busy_ns = r.get("emu.engine_busy_ns", NAN)
+        engine = busy_ns / n if n else NAN
+        # Only the deep-queue workloads time their run.
+        busy = ratio(busy_ns, r.get("run.ns", NAN)) * 100
+        wake = ratio(r.get("emu.wakeup_ns", NAN), r.get("emu.engine_wakeups", NAN)) / 1000
         print(f"{r['path']:>8} {r['workload']:>9} {n:>6.0f} " + " ".join(f"{v:>9.2f}" for v in vals)
-              + f" {ratio(mapped, total) * 100:>12.0f}%")
+              + f" {ratio(mapped, total) * 100:>12.0f}% {engine:>9.0f} {busy:>4.0f}% {wake:>7.1f}")
 
 
 def report_cost(rows):

@@ -6,9 +6,9 @@
 # plx_dma and rust_plx_dma side by side, engine copies against CPU copies,
 # the deep-queue client on both drivers and in rust_plx_dma's completion
 # modes, user-buffer copies through /dev/plx-dma-copy, and (mapped path)
-# perftest on plx_rdma against rxe.  Then four short profile boots count
-# MMIO exits, DMA messages, interrupts and IOMMU map traffic per
-# descriptor, and one boot samples where the guest kernel's CPU time goes
+# perftest on plx_rdma against rxe.  Then six short profile boots count
+# MMIO exits, DMA messages, interrupts, IOMMU map traffic and the engine's
+# time per descriptor, and one boot samples where the guest kernel's CPU time goes
 # on 64-byte copies (build/bench/kprofile.txt), and one, counting guest
 # instructions, the length of each driver's submission path
 # (build/bench/submit-cost.txt).  Last, two engine threads
@@ -76,13 +76,13 @@ done
 for path in mapped message; do
 	args=
 	[ "$path" = mapped ] && args=--mapped
-	for workload in dmatest depth16; do
+	for workload in dmatest depth16 depth256; do
 		name=bench-profile-$path-$workload
-		EMU_ARGS=$args GUEST_PARAMS="WORKLOAD=$workload" \
+		EMU_ARGS=$args GUEST_PARAMS="WORKLOAD=$workload BENCH_PATH=$path" \
 			run_emulated_guest "$name" 1 900 "$REPO/scripts/bench-profile.guest.sh" -k bench >&2 || rc=$?
 		[ "$rc" -eq 0 ] || die "the profile guest failed (status $rc); see build/results/$name.console"
 		{
-			grep '^PROFILE driver ' "$REPO/build/results/$name.guest.tap" | sed 's/^PROFILE //'
+			grep -E '^PROFILE (driver|run) ' "$REPO/build/results/$name.guest.tap" | sed 's/^PROFILE //'
 			grep '^plx-dma-emu stats ch0 ' "$REPO/build/results/$name.emu.log" | tail -n 1
 		} | sed "s/^/PROFILE $path $workload /" >>"$out/profile-raw.txt"
 	done

@@ -67,6 +67,9 @@ pub struct EngineState {
     pub kick: u64,
     /// Set when the ring ran dry: the engine sleeps until `kick` changes.
     pub idle_at_kick: Option<u64>,
+    /// When a doorbell (or a start) found the engine idle; taken by the
+    /// engine's next fetch, which counts the wake-up (`wakeup_ns`).
+    pub woken_at: Option<Instant>,
 }
 
 /// Everything behind the device lock.
@@ -632,6 +635,9 @@ impl State {
             }
         } else if v & CTRL_START != 0 && !self.eng.abort_req {
             if self.eng.enabled {
+                if self.eng.idle_at_kick == Some(self.eng.kick) {
+                    self.eng.woken_at.get_or_insert_with(Instant::now);
+                }
                 self.eng.kick += 1;
             } else {
                 self.try_start(dev);
@@ -689,6 +695,7 @@ impl State {
         self.eng.index = (off / DESC_SIZE) as u32;
         self.eng.idle_at_kick = None;
         self.eng.kick += 1;
+        self.eng.woken_at = Some(Instant::now());
         inc(&self.stats.starts);
         dev.debug(format_args!(
             "engine started: ring {base:#x}, {count} descriptors, next index {}",

@@ -24,7 +24,8 @@ use crate::memory::{CopyError, DmaError, GuestMemory};
 use crate::regs::{
     CTRL_RING_STOP_MODE, CTRL_WRITE_BACK_EN, DESC_SIZE, INTR_STATUS_INV_DESC, PREF_LIMIT_MAX,
 };
-use crate::stats::inc;
+use crate::stats::{add, inc};
+use std::time::Instant;
 
 /// Bytes of the largest descriptor burst.
 const BURST_BYTES: usize = PREF_LIMIT_MAX as usize * DESC_SIZE as usize;
@@ -66,6 +67,11 @@ pub fn run(dev: &Device, mem: &dyn GuestMemory) {
     }
 }
 
+/// Nanoseconds since `start`, saturated.
+fn elapsed_ns(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Runs steps until the engine is idle, at most `max_steps` times (tests
 /// and the benchmark drive the engine synchronously with this).
 pub fn run_until_idle(dev: &Device, mem: &dyn GuestMemory, max_steps: usize) -> usize {
@@ -78,8 +84,15 @@ pub fn run_until_idle(dev: &Device, mem: &dyn GuestMemory, max_steps: usize) -> 
     max_steps
 }
 
-/// One burst: fetch, execute, commit.
+/// One burst: fetch, execute, commit; its time counts as the engine's.
 pub fn step(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>) -> Step {
+    let start = Instant::now();
+    let outcome = burst(dev, mem, scratch);
+    add(&dev.stats.engine_busy_ns, elapsed_ns(start));
+    outcome
+}
+
+fn burst(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>) -> Step {
     let snap = {
         let mut st = dev.lock();
         if !st.runnable() {
@@ -94,6 +107,10 @@ pub fn step(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>) -> Step 
             return Step::Progress;
         }
         st.eng.in_flight = true;
+        if let Some(woken) = st.eng.woken_at.take() {
+            inc(&dev.stats.engine_wakeups);
+            add(&dev.stats.wakeup_ns, elapsed_ns(woken));
+        }
         let pref = st.regs.pref.clamp(1, PREF_LIMIT_MAX);
         Snapshot {
             generation: st.generation,

@@ -102,6 +102,15 @@ counters! {
     resets,
     /// Client connections accepted.
     connections,
+    /// Nanoseconds the engine thread spent in bursts (fetching, copying,
+    /// writing back, signalling): over a run's wall time, the engine's
+    /// share of it; over its descriptors, its host cost per descriptor.
+    engine_busy_ns,
+    /// Doorbells (and starts) that found the engine idle and woke it.
+    engine_wakeups,
+    /// Nanoseconds from each of those doorbells' arrival to the engine's
+    /// next fetch, summed: the emulator's own part of a doorbell's way.
+    wakeup_ns,
 }
 
 /// Adds `n` to a counter.

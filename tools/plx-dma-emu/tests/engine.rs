@@ -88,6 +88,31 @@ fn ring_wraps_and_doorbell_wakes_idle_engine() {
 }
 
 #[test]
+fn wakeups_count_the_doorbells_that_find_the_engine_idle() {
+    let mut r = Rig::new(8);
+    r.alloc();
+    r.fill(SRC, 64, 3);
+    let wakeups = |r: &Rig| load(&r.dev.stats.engine_wakeups);
+    r.submit(SRC, DST, 64, true);
+    r.issue();
+    r.run();
+    assert_eq!(wakeups(&r), 1, "the start");
+    // Two doorbells before the engine looks: one wake-up.
+    r.submit(SRC, DST + 64, 64, true);
+    r.issue();
+    r.issue();
+    r.run();
+    assert_eq!(wakeups(&r), 2);
+    // A doorbell with nothing new still wakes the engine to look.
+    r.issue();
+    r.run();
+    assert_eq!(wakeups(&r), 3);
+    assert!(load(&r.dev.stats.wakeup_ns) > 0);
+    assert!(load(&r.dev.stats.engine_busy_ns) > 0);
+    assert_eq!(load(&r.dev.stats.descriptors), 2);
+}
+
+#[test]
 fn prefetch_limit_bounds_the_burst() {
     // Count descriptor fetch sizes through a recording memory.
     struct Rec {
