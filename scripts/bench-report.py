@@ -340,8 +340,9 @@ def report_profile(rows):
         # Only the deep-queue workloads time their run.
         busy = ratio(busy_ns, r.get("run.ns", NAN)) * 100
         wake = ratio(r.get("emu.wakeup_ns", NAN), r.get("emu.engine_wakeups", NAN)) / 1000
+        busy_col = f"{busy:>4.0f}%" if busy == busy else f"{'-':>5}"
         print(f"{r['path']:>8} {r['workload']:>9} {n:>6.0f} " + " ".join(f"{v:>9.2f}" for v in vals)
-              + f" {ratio(mapped, total) * 100:>12.0f}% {engine:>9.0f} {busy:>4.0f}% {wake:>7.1f}")
+              + f" {ratio(mapped, total) * 100:>12.0f}% {engine:>9.0f} {busy_col} {wake:>7.1f}")
 
 
 def report_cost(rows):
