@@ -8,11 +8,11 @@
 # modes, user-buffer copies through /dev/plx-dma-copy, and (mapped path)
 # perftest on plx_rdma against rxe.  Then six short profile boots count
 # MMIO exits, DMA messages, interrupts, IOMMU map traffic and the engine's
-# time per descriptor, and one boot samples where the guest kernel's CPU time goes
-# on 64-byte copies (build/bench/kprofile.txt), and one, counting guest
-# instructions, the length of each driver's submission path
-# (build/bench/submit-cost.txt).  Last, two engine threads
-# on the host alone measure the ceiling for two channels.  Writes
+# time per descriptor, one boot samples where the guest kernel's CPU time
+# goes on 64-byte copies (build/bench/kprofile.txt), and one, counting
+# guest instructions, the length of each driver's submission path
+# (build/bench/submit-cost.txt).  Last, two engine threads on the host
+# alone measure the ceiling for two channels.  Writes
 # build/bench/results.{csv,json}, PNG plots, and prints a table of medians
 # and ratios.
 
