@@ -16,11 +16,14 @@
 # profile_depth_run SIZE DEPTH COPIES: one plx_depth_bench load, and its
 # wall time as "PROFILE run ns=... copies=...".
 profile_depth_run() {
-	local mark="profile-$$-$RANDOM"
-	echo "$mark" >/dev/kmsg
-	check "plx_depth_bench $1 B, depth $2" modprobe plx_depth_bench size="$1" depth="$2" copies="$3"
-	rmmod plx_depth_bench
-	dmesg | sed -n "/$mark/,\$p" | sed -n 's/.*plx_depth_bench: total .* copies=\([0-9]*\) .* ns=\([0-9]*\) .*/PROFILE run ns=\2 copies=\1/p'
+	local log
+	if log=$(depth_load "$1" "$2" 1 "$3"); then
+		ok "plx_depth_bench $1 B, depth $2"
+	else
+		not_ok "plx_depth_bench $1 B, depth $2"
+		echo "$log" | sed 's/^/# /'
+	fi
+	echo "$log" | sed -n 's/.*plx_depth_bench: total .* copies=\([0-9]*\) .* ns=\([0-9]*\) .*/PROFILE run ns=\2 copies=\1/p'
 }
 
 modprobe rust_plx_dma || { not_ok "modprobe rust_plx_dma"; finish; }

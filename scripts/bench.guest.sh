@@ -46,18 +46,12 @@ depth_copies_for() {
 # spent preparing, submitting and issuing, summed over the channels)
 depth_run() {
 	local drv=$1 mode=$2 rep=$3 size=$4 depth=$5 chans=$6 line log submit
-	local n
-	n=$(depth_copies_for "$size")
-	mark="bench-depth-$$-$(date +%s)-$RANDOM"
-	echo "$mark" >/dev/kmsg
-	if ! modprobe plx_depth_bench size="$size" depth="$depth" channels="$chans" copies="$n" \
-		timeout_ms="${DEPTH_TIMEOUT_MS:-10000}"; then
+	if ! log=$(depth_load "$size" "$depth" "$chans" "$(depth_copies_for "$size")" \
+		"${DEPTH_TIMEOUT_MS:-10000}"); then
 		not_ok "plx_depth_bench on $drv ($mode) size=$size depth=$depth channels=$chans"
-		dmesg | sed -n "/$mark/,\$p" | sed 's/^/# /'
+		echo "$log" | sed 's/^/# /'
 		return
 	fi
-	rmmod plx_depth_bench
-	log=$(dmesg | sed -n "/$mark/,\$p")
 	line=$(echo "$log" | grep 'plx_depth_bench: total' | tail -n 1)
 	submit=$(echo "$log" | sed -n 's/.*plx_depth_bench: chan=.* submit_ns=\([0-9]*\).*/\1/p' |
 		awk '{ s += $1 } END { print s + 0 }')

@@ -25,6 +25,20 @@ check() {
 
 finish() { [ "$failures" -eq 0 ]; exit $?; }
 
+# depth_load SIZE DEPTH CHANNELS COPIES [TIMEOUT_MS]: one load of the
+# deep-queue client plx_depth_bench (unloaded after it); prints the kernel
+# log from just before the load, where its result lines are, and returns
+# the load's status.
+depth_load() {
+	local mark="depth-$$-$(date +%s)-$RANDOM" rc=0
+	echo "$mark" >/dev/kmsg
+	modprobe plx_depth_bench size="$1" depth="$2" channels="$3" copies="$4" \
+		timeout_ms="${5:-10000}" || rc=$?
+	rmmod plx_depth_bench 2>/dev/null
+	dmesg | sed -n "/$mark/,\$p"
+	return "$rc"
+}
+
 # host_ctl CMD...: has the host run the emulator control command CMD (e.g.
 # "fault 0 fail-read 3"; see plx-dma-emu.rst), and gives it time to. The
 # request goes straight to the results port, so it works inside `check`;
