@@ -22,5 +22,11 @@ for m in rust_plx_dma plx_dma dmatest; do
 done
 check "rust_plx_dma registered its PCI driver while loaded" sh -c '
 	modprobe rust_plx_dma && [ -d /sys/bus/pci/drivers/rust_plx_dma ]; rc=$?; rmmod rust_plx_dma; exit $rc'
+# The deep-queue client checks its parameters before it takes a channel
+# (this guest has none).
+check "plx_depth_bench refuses depth=0 (EINVAL, message, not loaded)" \
+	load_refused plx_depth_bench depth=0 "plx_depth_bench: depth=0 is invalid"
+check "plx_depth_bench refuses a batch deeper than its queue" \
+	load_refused plx_depth_bench batch=17 "plx_depth_bench: batch=17 is invalid"
 check "splat_trigger without fire=1 loads quietly" sh -c 'modprobe splat_trigger && rmmod splat_trigger'
 finish

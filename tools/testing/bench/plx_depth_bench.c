@@ -9,10 +9,10 @@
  * in-tree clients do, so that it runs the same on the C plx_dma and on
  * rust_plx_dma.  Every copy asks for a callback (DMA_PREP_INTERRUPT); what
  * interrupts the provider asks of its engine is its own business.  One
- * thread per channel refills the queue whenever it has fallen to half its
- * depth, then issues the new copies at once: refilling from the callbacks
- * would deadlock on the C plx_dma, whose prep takes the lock its callbacks
- * run under.
+ * thread per channel refills the queue whenever @batch copies have
+ * completed (half its depth unless told), then issues the new copies at
+ * once: refilling from the callbacks would deadlock on the C plx_dma,
+ * whose prep takes the lock its callbacks run under.
  *
  * The copies read one source buffer and write @depth destinations (fewer
  * for large sizes, reused in turn), all mapped once: no IOMMU traffic per
@@ -63,6 +63,10 @@ MODULE_PARM_DESC(size, "bytes per copy (1..4 MiB)");
 static unsigned int depth = 16;
 module_param(depth, uint, 0444);
 MODULE_PARM_DESC(depth, "copies kept in flight per channel (1..1024)");
+
+static unsigned int batch;
+module_param(batch, uint, 0444);
+MODULE_PARM_DESC(batch, "copies that must complete before the thread refills (1..depth; default depth/2)");
 
 static unsigned int copies = 1000;
 module_param(copies, uint, 0444);
@@ -322,6 +326,10 @@ static int check_params(void)
 		pr_err("depth=%u is invalid: use 1..%d\n", depth, MAX_DEPTH);
 		return -EINVAL;
 	}
+	if (batch > depth) {
+		pr_err("batch=%u is invalid: use 1..depth (%u), or 0 for depth/2\n", batch, depth);
+		return -EINVAL;
+	}
 	if (!copies || copies > 10000000) {
 		pr_err("copies=%u is invalid: use 1..10000000\n", copies);
 		return -EINVAL;
@@ -368,7 +376,7 @@ static int __init depth_bench_init(void)
 			return -ENODEV;
 		}
 		w->dev = dmaengine_get_dma_device(w->chan);
-		w->low = depth / 2;
+		w->low = batch ? depth - batch : depth / 2;
 		init_waitqueue_head(&w->wq);
 		init_completion(&w->done);
 		ret = alloc_buffers(w);
