@@ -14,10 +14,13 @@
 
 . "$(dirname "$0")/lib.sh"
 
-# Packages from trixie proper: the compiler family the kernel is built with.
+# Packages from trixie proper: the compiler family the kernel is built with,
+# and cargo (with g++ for libFuzzer's C++) for the emulator and its fuzz
+# targets, so the host needs no Rust toolchain of its own.
 ROOT_PKGS="ca-certificates make bc bison flex cpio kmod xz-utils zstd gzip \
  python3 perl libelf-dev libssl-dev libc6-dev gcc clang lld llvm libclang-dev \
- rustc rust-src rustfmt rust-clippy bindgen busybox-static rsync file gnuplot-nox"
+ rustc rust-src rustfmt rust-clippy bindgen busybox-static rsync file gnuplot-nox \
+ cargo g++"
 # Packages that only trixie-backports has at the pinned versions.
 BPO_PKGS="qemu-system-x86 $KSRC_PKG"
 # The user-space side of plx_rdma: the verbs and CM libraries with their

@@ -6,8 +6,9 @@
 #   scripts/fuzz.sh SECONDS [TARGET ...]
 #
 # Installs the pinned cargo-fuzz and builds the fuzz targets with libFuzzer
-# on the host's stable toolchain (no sanitizer: the emulator has no unsafe
-# code outside sys.rs, and stable has no -Zsanitizer), then runs each target
+# on the trixie root's stable toolchain, where they also run (no
+# sanitizer: the emulator has no unsafe code outside sys.rs, and stable has
+# no -Zsanitizer), then runs each target
 # (all three by default) for SECONDS seconds, one after the other, on a
 # copy of its committed corpus, so a run never changes the clone. Prints
 # one TAP line per target:
@@ -33,27 +34,26 @@ for t in "${want[@]}"; do
 	[[ " ${TARGETS[*]} " == *" $t "* ]] || die "unknown fuzz target '$t'; known: ${TARGETS[*]}"
 done
 
-command -v cargo >/dev/null || die "cargo is not installed: fuzzing needs a Rust toolchain on the host"
 fuzz_dir=$REPO/tools/plx-dma-emu/fuzz
 cache=$PLX_CACHE/cargo-fuzz
 mkdir -p "$cache" || die "cannot create $cache (set PLX_CACHE to a writable place)"
 export CARGO_TARGET_DIR=$cache/target
 
 # cargo-fuzz itself, from crates.io, pinned and with its own lock file.
-if ! "$cache/bin/cargo-fuzz" --version 2>/dev/null | grep -qx "cargo-fuzz $CARGO_FUZZ_VERSION"; then
+if ! in_root "$cache/bin/cargo-fuzz" --version 2>/dev/null | grep -qx "cargo-fuzz $CARGO_FUZZ_VERSION"; then
 	log "installing cargo-fuzz $CARGO_FUZZ_VERSION into $cache"
-	cargo install -q --locked --version "$CARGO_FUZZ_VERSION" --root "$cache" cargo-fuzz >&2 ||
+	root_cargo install -q --locked --version "$CARGO_FUZZ_VERSION" --root "$cache" cargo-fuzz >&2 ||
 		die "installing cargo-fuzz $CARGO_FUZZ_VERSION failed"
 fi
 
 # cargo-fuzz has no --locked: make sure the committed Cargo.lock is
 # complete first, so the build can never rewrite it.
-cargo fetch -q --locked --manifest-path "$fuzz_dir/Cargo.toml" >&2 ||
+root_cargo fetch -q --locked --manifest-path "$fuzz_dir/Cargo.toml" >&2 ||
 	die "tools/plx-dma-emu/fuzz/Cargo.lock is out of date with its Cargo.toml"
 
 # All targets in one cargo run (one lock, one dependency build). -s none:
 # libFuzzer's coverage instrumentation only, which stable rustc supports.
-(cd "$fuzz_dir/.." && "$cache/bin/cargo-fuzz" build -O -a -s none --target-dir "$CARGO_TARGET_DIR") >"$cache/build.log" 2>&1 || {
+(cd "$fuzz_dir/.." && root_rust "$cache/bin/cargo-fuzz" build -O -a -s none --target-dir "$CARGO_TARGET_DIR") >"$cache/build.log" 2>&1 || {
 	sed 's/^/# /' "$cache/build.log" | tail -n 40
 	die "building the fuzz targets failed (log: $cache/build.log)"
 }
@@ -67,7 +67,7 @@ for t in "${want[@]}"; do
 	t0=$(date +%s) rc=0
 	# One process, no forking: -timeout and -rss_limit_mb turn a hang or a
 	# runaway allocation into a reported artifact instead of a stuck suite.
-	"$bindir/$t" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+	in_root "$bindir/$t" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
 		-print_final_stats=1 -artifact_prefix="$cache/artifacts/$t/" \
 		"$run/corpus" >"$run/log" 2>&1 || rc=$?
 	took=$(($(date +%s) - t0))
@@ -86,7 +86,7 @@ for t in "${want[@]}"; do
 		else
 			echo "not ok - fuzz $t: libFuzzer exited with status $rc and no artifact"
 		fi
-		echo "# replay: $bindir/$t ${artifact:-<input>}; full log: $run/log"
+		echo "# replay (in the trixie root): $bindir/$t ${artifact:-<input>}; full log: $run/log"
 		grep -vE '^(#[0-9]+|INFO:|MS:|base unit:|0x|\\)' "$run/log" | tail -n 30 | sed 's/^/# /'
 	fi
 done

@@ -79,6 +79,27 @@ in_root() {
 	' in_root "$ROOTFS" "$REPO" "$PLX_CACHE" "${ROOT_EXTRA_BIND:-}" "$@"
 }
 
+# root_cargo ARGS...: the trixie root's cargo (the pinned rustc), so the host
+# needs no Rust toolchain; root_rust PROGRAM ARGS... runs another program
+# (an installed cargo subcommand) the same way.  Either runs in the caller's directory (the clone and
+# the cache are at the same paths inside), keeps its registry in
+# $PLX_CACHE/cargo-home and builds into $CARGO_TARGET_DIR (default
+# $PLX_CACHE/cargo-target).  Crates are fetched trusting the host's CA
+# bundle, since a host behind a TLS-inspecting proxy has its CA there and not
+# in the root.  $RUSTFLAGS passes through.
+root_cargo() { root_rust cargo "$@"; }
+root_rust() {
+	local envs=(CARGO_HOME="$PLX_CACHE/cargo-home"
+		CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PLX_CACHE/cargo-target}")
+	mkdir -p "$PLX_CACHE/cargo-home"
+	if [ -r /etc/ssl/certs/ca-certificates.crt ] &&
+		cp -L /etc/ssl/certs/ca-certificates.crt "$PLX_CACHE/host-ca.crt" 2>/dev/null; then
+		envs+=(CARGO_HTTP_CAINFO="$PLX_CACHE/host-ca.crt")
+	fi
+	[ -z "${RUSTFLAGS:-}" ] || envs+=(RUSTFLAGS="$RUSTFLAGS")
+	in_root sh -c 'cd "$0" 2>/dev/null || cd /; exec "$@"' "$PWD" env "${envs[@]}" "$@"
+}
+
 # Signal a process and all of its descendants (a chroot'ed QEMU runs a few
 # exec levels below the shell's background job).
 kill_tree() {

@@ -18,12 +18,18 @@ for f in "${files[@]}"; do extras+=(-a "$f"); done
 run_emulated_guest run 2 900 "$REPO/scripts/guest/demo.sh" \
 	-a "$selftests/plx_dma_copy_example:/usr/local/bin/plx_dma_copy_example" \
 	-a "$rdma/plx_rdma_write:/usr/local/bin/plx_rdma_write" "${extras[@]}" >&2 || rc=$?
+tap=$REPO/build/results/run.guest.tap
 echo
-echo "rust-plx-dma demo (console: build/results/run.console)"
-grep -vE '^(ok|not ok) ' "$REPO/build/results/run.guest.tap" || true
+# The tour the guest printed, then its test points, then one screen that
+# sums it up.
+grep -vE '^(ok|not ok) |^# summary ' "$tap" || true
 echo
-grep -E '^(ok|not ok) ' "$REPO/build/results/run.guest.tap" | sed 's/^/  /' || true
+grep -E '^(ok|not ok) ' "$tap" | sed 's/^/  /' || true
 echo
+echo "== rust-plx-dma demo: summary"
+sed -n 's/^# summary \([^:]*\): /\1\t/p' "$tap" | awk -F '\t' '{ printf "  %-10s %s\n", $1, $2 }'
+echo "  checks     $(grep -c '^ok ' "$tap" || true) passed, $(grep -c '^not ok ' "$tap" || true) failed"
+echo "  console    build/results/run.console (guest kernel log); the tour: build/results/run.guest.tap"
 if [ "$rc" -eq 0 ]; then
 	echo "demo passed in $(($(date +%s) - t0)) s"
 else

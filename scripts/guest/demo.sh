@@ -4,6 +4,8 @@
 . /guest/dmatest.sh
 
 strip() { sed 's/^\[[^]]*\] /   /'; }
+# summary TOPIC TEXT: one line of the summary `make run` ends with.
+summary() { printf '# summary %s: %s\n' "$1" "$2"; }
 
 echo "== kernel $(uname -r)"
 echo "== IOMMU: every device DMA is translated, interrupts are remapped"
@@ -11,6 +13,7 @@ dmesg | grep -E 'DMAR: IOMMU enabled|DMAR-IR: Enabled IRQ remapping' | strip
 for g in /sys/kernel/iommu_groups/*; do
 	echo "   group ${g##*/}: $(cat "$g/type") $(ls "$g/devices" | tr '\n' ' ')"
 done
+summary guest "Linux $(uname -r) under QEMU, intel-iommu: $(dmesg | grep -c 'DMAR: IOMMU enabled') IOMMU on, $(ls /sys/kernel/iommu_groups | wc -l) groups"
 echo "== emulated PLX-model DMA functions (vfio-user devices)"
 for d in /sys/bus/pci/devices/*; do
 	grep -q 0x87d0 "$d/device" && echo "   ${d##*/} $(cat "$d/vendor"):$(cat "$d/device") class $(cat "$d/class")"
@@ -19,28 +22,38 @@ echo "== loading the Rust driver"
 check "modprobe rust_plx_dma" modprobe rust_plx_dma
 dmesg | grep 'rust_plx_dma' | strip
 echo "   channels: $(ls /sys/class/dma | tr '\n' ' ')"
+summary engines "$(plx_functions | wc -l) emulated PLX functions 10b5:87d0 ($(plx_functions | tr '\n' ' ' | sed 's/ $//')), rust_plx_dma channels $(ls /sys/class/dma | tr '\n' ' ' | sed 's/ $//')"
 echo "== dmatest on every channel (verification on)"
 dmatest_run demo 2000 16384 "$(ls /sys/class/dma | wc -l)"
 dmatest_release
+summary dmatest "$(awk '{ for (i = 1; i < NF; i++) { if ($i == "summary") n += $(i + 1); if ($i == "failures") f += $(i - 1); if ($(i + 1) == "KB/s") k = k " " $i / 1000 } }
+	END { printf "%d verified 16 KiB copies, %d failures; MB/s per channel:%s", n, f, k }' /tmp/dmatest-demo.txt)"
 echo "== a Rust dmaengine client copies 1 MiB and checks it"
 check "rust_dma_memcpy size=1048576" modprobe rust_dma_memcpy size=1048576
 dmesg | grep 'rust_dma_memcpy' | tail -n 1 | strip
+summary client "$(dmesg | grep 'rust_dma_memcpy' | tail -n 1 | sed 's/^\[[^]]*\] //')"
 rmmod rust_dma_memcpy 2>/dev/null
 echo "== a user program copies its own buffers (/dev/plx-dma-copy)"
 check "modprobe plx_dma_copy" modprobe plx_dma_copy
 rc=0
 /usr/local/bin/plx_dma_copy_example 1048576 >/tmp/example.out 2>&1 || rc=$?
 sed 's/^/   /' /tmp/example.out
+summary "user copy" "/dev/plx-dma-copy: $(head -n 1 /tmp/example.out); $(tail -n 1 /tmp/example.out)"
 check "plx_dma_copy_example: 1 MiB, once and as a batch of 8, verified" test "$rc" -eq 0
 check "rmmod plx_dma_copy" rmmod plx_dma_copy
 echo "== RDMA on top: plx_rdma registers memory, connects QPs, and one RDMA WRITE"
 echo "   moves the bytes on a rust_plx_dma channel (lkey for the source, rkey for the target)"
 check "modprobe ib_uverbs" modprobe ib_uverbs
-check "modprobe plx_rdma" modprobe plx_rdma
+# Its port is RoCEv2 on a netdev, as rxe's is: a dummy one with an address
+# here (the port's GIDs come from it).
+ifindex=$(roce_netdev 10.77.0.1)
+echo "   port 1 on dummy0 (ifindex $ifindex, 10.77.0.1/24)"
+check "modprobe plx_rdma ifindex=$ifindex (RoCEv2 port on dummy0)" modprobe plx_rdma ifindex="$ifindex"
 dmesg | grep 'plx_rdma:' | tail -n 1 | strip
 rc=0
 PATH=/usr/bin:$PATH /usr/local/bin/plx_rdma_write plx_rdma0 1048576 >/tmp/rdma.out 2>&1 || rc=$?
 sed 's/^/   /' /tmp/rdma.out
+summary RDMA "plx_rdma0 (RoCEv2 port on dummy0): $(sed -n 's/^RDMA WRITE *//p' /tmp/rdma.out); $(sed -n 's/^completion *//p' /tmp/rdma.out | cut -d' ' -f1-4)"
 check "plx_rdma_write: one 1 MiB RDMA WRITE, completed and verified" test "$rc" -eq 0
 sed 's/^/   plx_rdma: /' /sys/kernel/debug/plx_rdma/stats
 check "rmmod plx_rdma" rmmod plx_rdma

@@ -50,6 +50,18 @@ host_ctl() {
 	sleep 1
 }
 
+# roce_netdev IP: brings up dummy0 with IP/24 and prints its ifindex, for
+# `modprobe plx_rdma ifindex=N`.  plx_rdma's port is RoCEv2 on that netdev:
+# ib_core turns its addresses into the port's GIDs, and rdma_cm resolves IP
+# to it; without one, a QP has no path and cannot reach RTR.
+roce_netdev() {
+	/usr/sbin/ip link set lo up
+	/usr/sbin/ip link show dummy0 >/dev/null 2>&1 || /usr/sbin/ip link add dummy0 type dummy
+	/usr/sbin/ip addr replace "$1/24" dev dummy0
+	/usr/sbin/ip link set dummy0 up
+	cat /sys/class/net/dummy0/ifindex
+}
+
 # load_refused MODULE PARAM=VALUE MESSAGE: loading MODULE with PARAM fails
 # with EINVAL and logs MESSAGE, and the module stays unloaded. For `check`.
 load_refused() {

@@ -5,15 +5,15 @@
 
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PLX_CACHE/cargo-target}
 manifest=$REPO/tools/plx-dma-emu/Cargo.toml
-out=$(cargo test --locked --manifest-path "$manifest" 2>&1) && rc=0 || rc=$?
+out=$(root_cargo test --locked --manifest-path "$manifest" 2>&1) && rc=0 || rc=$?
 # One test point per unit test, then one for the run as a whole.
 printf '%s\n' "$out" | sed -n 's/^test \(.*\) \.\.\. ok$/ok - emu: \1/p; s/^test \(.*\) \.\.\. FAILED$/not ok - emu: \1/p'
 printf '%s\n' "$out" | grep -E '^test result:' | sed 's/^/# /'
 passed=$(printf '%s\n' "$out" | sed -n 's/^test result: .* \([0-9]*\) passed.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
 check "cargo test: $passed unit tests pass" test "$rc" -eq 0 -a "$passed" -gt 0
 check "cargo clippy --all-targets -D warnings" \
-	cargo clippy -q --locked --all-targets --manifest-path "$manifest" -- -D warnings
-check "cargo fmt --check" cargo fmt --check --manifest-path "$manifest"
+	root_cargo clippy -q --locked --all-targets --manifest-path "$manifest" -- -D warnings
+check "cargo fmt --check" root_cargo fmt --check --manifest-path "$manifest"
 
 # The two-channel ceiling `make bench` reads: one line per size, and a size
 # no descriptor can copy refused.
@@ -29,8 +29,8 @@ check "bench-engines refuses a size of 0 (status 2)" sh -c \
 # (SOAK_FUZZ_SECONDS a target, 600 by default).
 fuzz_manifest=$REPO/tools/plx-dma-emu/fuzz/Cargo.toml
 check "fuzz: cargo clippy --all-targets -D warnings" \
-	cargo clippy -q --locked --all-targets --manifest-path "$fuzz_manifest" -- -D warnings
-check "fuzz: cargo fmt --check" cargo fmt --check --manifest-path "$fuzz_manifest"
+	root_cargo clippy -q --locked --all-targets --manifest-path "$fuzz_manifest" -- -D warnings
+check "fuzz: cargo fmt --check" root_cargo fmt --check --manifest-path "$fuzz_manifest"
 if [ -n "${PLX_SOAK:-}" ]; then
 	fuzz_seconds=${SOAK_FUZZ_SECONDS:-600}
 else

@@ -8,14 +8,9 @@ export PATH=/usr/bin:/usr/sbin:$PATH
 STATS=/sys/kernel/debug/plx_rdma/stats
 stat() { sed -n "s/^$1: //p" "$STATS"; }
 
-/usr/sbin/ip link set lo up
-# plx_rdma0's port is RoCEv2 on dummy0: ib_core turns dummy0's addresses
-# into the port's GIDs, and rdma_cm resolves 10.77.0.1 to it.
+# plx_rdma0's port is RoCEv2 on dummy0 (roce_netdev, guest/lib.sh).
 IP=10.77.0.1
-/usr/sbin/ip link show dummy0 >/dev/null 2>&1 || /usr/sbin/ip link add dummy0 type dummy
-/usr/sbin/ip addr add "$IP/24" dev dummy0
-/usr/sbin/ip link set dummy0 up
-IFINDEX=$(cat /sys/class/net/dummy0/ifindex)
+IFINDEX=$(roce_netdev "$IP")
 # The GID of an IPv4 address, as sysfs shows it (::ffff:a.b.c.d).
 ipv4_gid() {
 	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' $(echo "$1" | tr . ' ')

@@ -228,7 +228,7 @@ mod tests {
         assert_eq!(r32(&c, 0), 0x87d0_10b5);
         assert_eq!(r32(&c, 0x34) & 0xff, MSI_CAP as u32);
         c.set_intx_status(true);
-        assert_ne!(r32(&c, 4) >> 16 & STATUS_INTERRUPT as u32, 0);
+        assert_ne!((r32(&c, 4) >> 16) & STATUS_INTERRUPT as u32, 0);
         c.reset();
         assert!(!c.bus_master());
     }

@@ -532,7 +532,7 @@ impl State {
             DESC_RING_LAST_SIZE => self.regs.last_size,
             PREF_LIMIT => self.regs.pref,
             CTRL => self.ctrl_value(),
-            INTR_CTRL => self.regs.intr_ctrl as u32 | (self.regs.intr_status as u32) << 16,
+            INTR_CTRL => self.regs.intr_ctrl as u32 | ((self.regs.intr_status as u32) << 16),
             _ => 0,
         }
     }
@@ -671,7 +671,7 @@ impl State {
                 format!("ring count {count} outside 1..={RING_COUNT_MAX}"),
             );
         }
-        let base = (self.regs.ring_hi as u64) << 32 | self.regs.ring_lo as u64;
+        let base = ((self.regs.ring_hi as u64) << 32) | self.regs.ring_lo as u64;
         if base % DESC_SIZE != 0 {
             return refuse(self, format!("ring base {base:#x} is not 16-byte aligned"));
         }
@@ -681,7 +681,7 @@ impl State {
                 format!("ring {base:#x} with {count} descriptors wraps"),
             );
         }
-        let next = (self.regs.ring_hi as u64) << 32 | self.regs.next_lo as u64;
+        let next = ((self.regs.ring_hi as u64) << 32) | self.regs.next_lo as u64;
         let off = next.wrapping_sub(base);
         if next < base || off % DESC_SIZE != 0 || off / DESC_SIZE >= count as u64 {
             return refuse(
@@ -956,7 +956,7 @@ mod tests {
         wr16(&d, INTR_STATUS, INTR_STATUS_DESC_DONE);
         assert_eq!(rd16(&d, INTR_STATUS), 0b011);
         // 32-bit write at INTR_CTRL: low half enables, high half W1C.
-        wr32(&d, INTR_CTRL, 0xFFFF | (INTR_STATUS_ERROR as u32) << 16);
+        wr32(&d, INTR_CTRL, 0xFFFF | ((INTR_STATUS_ERROR as u32) << 16));
         assert_eq!(rd16(&d, INTR_CTRL), INTR_CTRL_MASK);
         assert_eq!(rd16(&d, INTR_STATUS), INTR_STATUS_INV_DESC);
     }

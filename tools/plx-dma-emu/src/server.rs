@@ -7,6 +7,7 @@
 //! engine thread runs the ring and blocks on those replies. See
 //! [`crate::conn`] for why the split matters.
 
+use std::fmt::Write;
 use std::fs;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -556,5 +557,10 @@ fn hex(b: &[u8]) -> String {
     if b.len() > 16 {
         return format!("<{} bytes>", b.len());
     }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    b.iter()
+        .fold(String::with_capacity(2 * b.len()), |mut out, x| {
+            // Writing into a `String` cannot fail.
+            let _ = write!(out, "{x:02x}");
+            out
+        })
 }

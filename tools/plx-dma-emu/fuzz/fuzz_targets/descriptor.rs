@@ -83,7 +83,7 @@ fuzz_target!(|data: &[u8]| {
     if ctl & 2 != 0 {
         start |= CTRL_RING_STOP_MODE;
     }
-    let pref = u32::from(ctl >> 2 & 0x3F);
+    let pref = u32::from((ctl >> 2) & 0x3F);
     for (reg, v) in [
         (CTRL, CTRL_RESET_VAL),
         (DESC_RING_ADDR, RING as u32),

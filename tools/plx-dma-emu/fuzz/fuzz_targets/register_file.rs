@@ -55,10 +55,10 @@ impl Input<'_> {
         self.bytes(1).first().copied().unwrap_or(0)
     }
     fn u16(&mut self) -> u16 {
-        u16::from(self.u8()) | u16::from(self.u8()) << 8
+        u16::from(self.u8()) | (u16::from(self.u8()) << 8)
     }
     fn u32(&mut self) -> u32 {
-        u32::from(self.u16()) | u32::from(self.u16()) << 16
+        u32::from(self.u16()) | (u32::from(self.u16()) << 16)
     }
 }
 
@@ -116,7 +116,7 @@ fuzz_target!(|data: &[u8]| {
     while !input.0.is_empty() && ops < 256 {
         ops += 1;
         let op = input.u8();
-        let len = usize::from(op >> 3 & 7) + 1;
+        let len = usize::from((op >> 3) & 7) + 1;
         match op & 7 {
             // Raw write of 1..=8 bytes anywhere in (or past) BAR0.
             0 => {
