@@ -13,7 +13,8 @@ dmesg | grep -E 'DMAR: IOMMU enabled|DMAR-IR: Enabled IRQ remapping' | strip
 for g in /sys/kernel/iommu_groups/*; do
 	echo "   group ${g##*/}: $(cat "$g/type") $(ls "$g/devices" | tr '\n' ' ')"
 done
-summary guest "Linux $(uname -r) under QEMU, intel-iommu: $(dmesg | grep -c 'DMAR: IOMMU enabled') IOMMU on, $(ls /sys/kernel/iommu_groups | wc -l) groups"
+on_off() { dmesg | grep -q "$1" && echo on || echo OFF; }
+summary guest "Linux $(uname -r) under QEMU; intel-iommu DMA translation $(on_off 'DMAR: IOMMU enabled'), IRQ remapping $(on_off 'DMAR-IR: Enabled IRQ remapping'), $(ls /sys/kernel/iommu_groups | wc -l) IOMMU groups"
 echo "== emulated PLX-model DMA functions (vfio-user devices)"
 for d in /sys/bus/pci/devices/*; do
 	grep -q 0x87d0 "$d/device" && echo "   ${d##*/} $(cat "$d/vendor"):$(cat "$d/device") class $(cat "$d/class")"
