@@ -88,11 +88,18 @@ static void rdma_free_chan_resources(struct dma_chan *chan)
  * The Rust channels guard their rings with _bh spinlocks, as the C plx_dma
  * and ioatdma do: a client in hard IRQ context, or with interrupts off,
  * could interrupt a holder on its own CPU.  Such calls are refused (prep,
- * submit, issue) or answered without reaping (tx_status), never taken.
+ * submit, issue) or answered without reaping (tx_status), never taken;
+ * terminate, which dmaengine allows there, is posted without the lock
+ * (drivers/dma/plx/channel/terminator.rs).
  */
 static noinline __cold bool rdma_refuse(struct dma_chan *chan, const char *op)
 {
-	dev_warn_ratelimited(&chan->dev->device,
+	/*
+	 * The provider's device, not the channel's: unregistering frees
+	 * chan->dev while clients may still hold the channel, and the
+	 * dma_device keeps a reference on its ->dev until it is released.
+	 */
+	dev_warn_ratelimited(chan->device->dev,
 			     "%s with interrupts disabled: refused\n", op);
 	return true;
 }
@@ -232,6 +239,12 @@ struct dma_device *rust_dma_device_alloc(struct device *dev,
 
 	INIT_LIST_HEAD(&rdev->dma.channels);
 	dma_cap_set(DMA_MEMCPY, rdev->dma.cap_mask);
+	/*
+	 * Private: handed out by dma_request_channel() only, never to the
+	 * async_tx API, whose dependency chains (dma_run_dependencies()) the
+	 * Rust channels do not run.
+	 */
+	dma_cap_set(DMA_PRIVATE, rdev->dma.cap_mask);
 	rdev->dma.copy_align = DMAENGINE_ALIGN_1_BYTE;
 	rdev->dma.dev = get_device(dev);
 	rdev->dma.directions = BIT(DMA_MEM_TO_MEM);
@@ -346,56 +359,33 @@ bool rust_dma_desc_acked(struct dma_async_tx_descriptor *txd)
 	return async_tx_test_ack(txd);
 }
 
-/* Client side. */
+/* Client side: accessors and wrappers; the Rust client decides. */
 
 /*
- * Whether the channel's driver can stop it.  A client unmaps and unpins its
- * buffers right after a terminate; with a driver that has no
- * device_terminate_all (the C plx_dma, ioatdma) the engine may still write
- * them, so such channels are never handed to a Rust client.
+ * The first free memcpy channel @filter accepts, or NULL
+ * (dma_request_channel() is a macro).
  */
-static bool rust_dma_chan_can_terminate(struct dma_chan *chan)
+struct dma_chan *rust_dma_request_memcpy_chan(dma_filter_fn filter,
+					      void *param)
 {
-	return chan->device->device_terminate_all;
-}
-
-struct rust_dma_chan_match {
-	const char *name;	/* NULL: any */
-	bool unterminable;	/* a match was refused: it cannot be stopped */
-};
-
-static bool rust_dma_chan_filter(struct dma_chan *chan, void *param)
-{
-	struct rust_dma_chan_match *m = param;
-
-	if (m->name && strcmp(dma_chan_name(chan), m->name))
-		return false;
-	if (!rust_dma_chan_can_terminate(chan)) {
-		m->unterminable = true;
-		return false;
-	}
-	return true;
-}
-
-/*
- * A free memcpy channel called @name (any if NULL) that can be terminated,
- * or an ERR_PTR: EOPNOTSUPP when the only match cannot be terminated,
- * ENODEV when there is none free.
- */
-struct dma_chan *rust_dma_request_memcpy_chan(const char *name)
-{
-	struct rust_dma_chan_match m = { .name = name };
-	struct dma_chan *chan;
 	dma_cap_mask_t mask;
 
 	dma_cap_zero(mask);
 	dma_cap_set(DMA_MEMCPY, mask);
-	chan = dma_request_channel(mask, rust_dma_chan_filter, &m);
-	if (chan)
-		return chan;
-	return ERR_PTR(name && m.unterminable ? -EOPNOTSUPP : -ENODEV);
+	return dma_request_channel(mask, filter, param);
 }
 
+/* Whether @chan's driver implements device_terminate_all. */
+bool rust_dma_chan_has_terminate(struct dma_chan *chan)
+{
+	return chan->device->device_terminate_all;
+}
+
+/* Whether @chan's driver implements device_release. */
+bool rust_dma_chan_has_release(struct dma_chan *chan)
+{
+	return chan->device->device_release;
+}
 
 /* The longest transfer one descriptor of @chan may carry. */
 u32 rust_dma_chan_max_seg(struct dma_chan *chan)
@@ -452,6 +442,17 @@ struct rust_dma_watch *rust_dma_client_watch(struct dma_chan *chan,
 	return w;
 }
 
+/*
+ * Whether the driver of @chan's device is bound and not being unbound.
+ * The driver core marks a device unbinding before it sends
+ * BUS_NOTIFY_UNBIND_DRIVER, so a watch registered first and this read
+ * after cannot both miss an unbind.
+ */
+bool rust_dma_chan_dev_bound(struct dma_chan *chan)
+{
+	return READ_ONCE(chan->device->dev->links.status) == DL_DEV_DRIVER_BOUND;
+}
+
 /* Ends a watch; waits for a call in progress. */
 void rust_dma_client_unwatch(struct rust_dma_watch *w)
 {
@@ -478,37 +479,22 @@ rust_dma_client_prep_memcpy(struct dma_chan *chan, dma_addr_t dst,
 	return dmaengine_prep_dma_memcpy(chan, dst, src, len, flags);
 }
 
-struct rust_dma_done {
-	rust_dma_done_fn fn;
-	void *ctx;
-};
+/* Mirrored by `RawResult` in rust/kernel/dmaengine/mod.rs. */
+static_assert(sizeof(struct dmaengine_result) == 8);
+static_assert(offsetof(struct dmaengine_result, residue) == 4);
 
-static void rust_dma_client_callback(void *param,
-				     const struct dmaengine_result *res)
-{
-	struct rust_dma_done *d = param;
-
-	d->fn(d->ctx, res->result, res->residue);
-	kfree(d);
-}
-
-/* Submits @txd; @done runs once with its result.  Returns the cookie. */
+/*
+ * Submits @txd with the client's @done(@param) as its result callback;
+ * returns the cookie.  Nothing is allocated: the Rust client made @param
+ * before the prep.
+ */
 dma_cookie_t rust_dma_client_submit(struct dma_async_tx_descriptor *txd,
-				    rust_dma_done_fn done, void *ctx)
+				    dma_async_tx_callback_result done,
+				    void *param)
 {
-	struct rust_dma_done *d = kmalloc(sizeof(*d), GFP_NOWAIT);
-	dma_cookie_t cookie;
-
-	if (!d)
-		return -ENOMEM;
-	d->fn = done;
-	d->ctx = ctx;
-	txd->callback_result = rust_dma_client_callback;
-	txd->callback_param = d;
-	cookie = dmaengine_submit(txd);
-	if (dma_submit_error(cookie))
-		kfree(d);
-	return cookie;
+	txd->callback_result = done;
+	txd->callback_param = param;
+	return dmaengine_submit(txd);
 }
 
 void rust_dma_client_issue_pending(struct dma_chan *chan)

@@ -10,7 +10,6 @@
 
 struct rust_dma_ops;
 
-typedef void (*rust_dma_done_fn)(void *ctx, unsigned int result, u32 residue);
 typedef void (*rust_dma_removal_fn)(void *ctx);
 struct rust_dma_watch;
 
@@ -33,17 +32,22 @@ void rust_dma_desc_complete(struct dma_async_tx_descriptor *txd,
 void rust_dma_callback_invoke(const struct dmaengine_desc_callback *cb,
 			      enum dmaengine_tx_result result, u32 residue);
 bool rust_dma_desc_acked(struct dma_async_tx_descriptor *txd);
-struct dma_chan *rust_dma_request_memcpy_chan(const char *name);
+struct dma_chan *rust_dma_request_memcpy_chan(dma_filter_fn filter,
+					      void *param);
+bool rust_dma_chan_has_terminate(struct dma_chan *chan);
+bool rust_dma_chan_has_release(struct dma_chan *chan);
 u32 rust_dma_chan_max_seg(struct dma_chan *chan);
 struct rust_dma_watch *rust_dma_client_watch(struct dma_chan *chan,
 					     rust_dma_removal_fn fn, void *ctx);
 void rust_dma_client_unwatch(struct rust_dma_watch *w);
+bool rust_dma_chan_dev_bound(struct dma_chan *chan);
 void rust_dma_release_chan(struct dma_chan *chan);
 struct device *rust_dma_chan_dev(struct dma_chan *chan);
 struct dma_async_tx_descriptor *rust_dma_client_prep_memcpy(struct dma_chan *chan,
 		dma_addr_t dst, dma_addr_t src, size_t len, unsigned long flags);
 dma_cookie_t rust_dma_client_submit(struct dma_async_tx_descriptor *txd,
-                                    rust_dma_done_fn done, void *ctx);
+				    dma_async_tx_callback_result done,
+				    void *param);
 void rust_dma_client_issue_pending(struct dma_chan *chan);
 bool rust_dma_client_tx_complete(struct dma_chan *chan, dma_cookie_t cookie);
 int rust_dma_client_terminate_sync(struct dma_chan *chan);

@@ -63,7 +63,7 @@ fn time_copies(
 ) -> Result {
     let t = Instant::<Monotonic>::now();
     for _ in 0..repeat {
-        let (result, _) = chan.copy_sync(dst.dma_address(), src.dma_address(), src.len(), 5000)?;
+        let (result, _) = chan.copy_buffers(dst, src, src.len(), 5000)?;
         if result != TxResult::NoError {
             return Err(EIO);
         }
@@ -99,7 +99,7 @@ fn run(size: usize, repeat: u32) -> Result {
         }
         src.write(off, &chunk[..n])?;
     }
-    let (result, residue) = chan.copy_sync(dst.dma_address(), src.dma_address(), size, 5000)?;
+    let (result, residue) = chan.copy_buffers(&mut dst, &src, size, 5000)?;
     if result != TxResult::NoError {
         pr_err!(
             "{}: copy failed: {:?}, residue {}\n",

@@ -18,11 +18,14 @@ use kernel::{
     device::Device,
     dma::DmaAddress,
     error::{from_err_ptr, to_result},
-    ffi::{c_uint, c_void},
+    ffi::c_void,
     new_condvar, new_spinlock_irq,
     prelude::*,
     str::CStr,
-    sync::{Arc, ArcBorrow, CondVar, CondVarTimeoutResult, SpinLockIrq},
+    sync::{
+        atomic::{AtomicFlag, Relaxed},
+        Arc, ArcBorrow, CondVar, CondVarTimeoutResult, SpinLockIrq,
+    },
     time::msecs_to_jiffies,
 };
 
@@ -121,19 +124,81 @@ unsafe extern "C" fn removal_call<T: RemovalSink>(ctx: *mut c_void) {
     T::device_removing(sink);
 }
 
+/// How a copy waited for by [`MemcpyChannel::copy_sync`] failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyError {
+    /// It failed, timed out (`ETIMEDOUT`) or was interrupted (`EINTR`) and
+    /// the channel stopped it: its buffers are free again.
+    Failed(Error),
+    /// It could not be stopped (the terminate's error): its buffers must
+    /// stay mapped for good, since the engine may still write them.
+    Unstopped(Error),
+}
+
+impl From<CopyError> for Error {
+    fn from(e: CopyError) -> Self {
+        match e {
+            CopyError::Failed(e) | CopyError::Unstopped(e) => e,
+        }
+    }
+}
+
 /// What [`MemcpyChannel::submit`] hands to the completion callback.
 struct SinkRef<T: CopySink> {
     sink: Arc<T>,
     tag: usize,
 }
 
+/// What [`MemcpyChannel::take`] looks for, and what its filter saw.
+struct ChannelMatch<'a> {
+    /// The channel's name; any channel if `None`.
+    name: Option<&'a CStr>,
+    /// A channel of that name was refused: its driver could not honour a
+    /// client's lifetime rules (see [`MemcpyChannel::request`]).
+    refused: bool,
+}
+
+/// The dmaengine core's filter for [`MemcpyChannel::take`]: runs under the
+/// core's `dma_list_mutex`, once per free memcpy channel, until one is
+/// accepted.
+///
+/// # Safety
+///
+/// `chan` is a channel the core offers for the duration of the call, and
+/// `param` the `ChannelMatch` that `take` passed, alive and not otherwise
+/// borrowed during the request.
+unsafe extern "C" fn accept_channel(chan: *mut c_void, param: *mut c_void) -> bool {
+    // SAFETY: Per the function's contract.
+    let m = unsafe { &mut *param.cast::<ChannelMatch<'_>>() };
+    if let Some(want) = m.name {
+        // SAFETY: The channel (and its name) is alive during the call.
+        let name = unsafe { CStr::from_char_ptr(ffi::rust_dma_chan_name(chan)) };
+        if name.to_bytes() != want.to_bytes() {
+            return false;
+        }
+    }
+    // SAFETY: `chan` is alive during the call; the helpers only read its
+    // device's operation table.
+    let usable =
+        unsafe { ffi::rust_dma_chan_has_terminate(chan) && ffi::rust_dma_chan_has_release(chan) };
+    if !usable {
+        m.refused = true;
+    }
+    usable
+}
+
 impl MemcpyChannel {
-    /// Takes any free channel that can copy memory and can be terminated.
+    /// Takes any free channel that can copy memory, whose driver can stop
+    /// it and keeps it allocated while it is held.
     ///
-    /// Channels whose driver has no `device_terminate_all` (the C
-    /// `plx_dma`, `ioatdma`) are never taken: [`Self::terminate`] is what
-    /// lets a client free its buffers while copies are queued, and such a
-    /// driver cannot honour it. `ENODEV` when none is free.
+    /// Two driver operations are required. `device_terminate_all`:
+    /// [`Self::terminate`] is what lets a client free its buffers while
+    /// copies are queued; the C `plx_dma` and `ioatdma` have none.
+    /// `device_release`: a client may release its channel after the
+    /// driver was unbound (a file closed late), and only a driver with a
+    /// release callback keeps the channel's memory until then; `ptdma`,
+    /// `hisi_dma`, `dw`, `fsl-qdma` and `sf-pdma` free it at unbind.
+    /// `ENODEV` when no free channel qualifies.
     pub fn request() -> Result<Self> {
         Self::take(None)
     }
@@ -141,18 +206,34 @@ impl MemcpyChannel {
     /// Takes the memcpy channel called `name` (e.g. `dma0chan0`), if no
     /// other client holds it.
     ///
-    /// `EOPNOTSUPP` when that channel cannot be terminated (see
-    /// [`Self::request`]), `ENODEV` when there is no such free channel.
+    /// `EOPNOTSUPP` when that channel's driver lacks one of the operations
+    /// [`Self::request`] requires, `ENODEV` when there is no such free
+    /// channel.
     pub fn request_named(name: &CStr) -> Result<Self> {
         Self::take(Some(name))
     }
 
     fn take(name: Option<&CStr>) -> Result<Self> {
-        let name_ptr = name.map_or(core::ptr::null(), CStr::as_char_ptr);
-        // SAFETY: `name_ptr` is NULL or a valid C string for the duration
-        // of the call.
-        let raw = unsafe { ffi::rust_dma_request_memcpy_chan(name_ptr) };
-        let raw = NonNull::new(from_err_ptr(raw)?).ok_or(ENODEV)?;
+        let mut wanted = ChannelMatch {
+            name,
+            refused: false,
+        };
+        // SAFETY: `accept_channel` matches the core's filter type and its
+        // contract holds: `wanted` outlives the call and nothing else
+        // borrows it meanwhile.
+        let raw = unsafe {
+            ffi::rust_dma_request_memcpy_chan(
+                accept_channel,
+                core::ptr::from_mut(&mut wanted).cast::<c_void>(),
+            )
+        };
+        let Some(raw) = NonNull::new(raw) else {
+            return Err(if name.is_some() && wanted.refused {
+                EOPNOTSUPP
+            } else {
+                ENODEV
+            });
+        };
         let mut this = Self {
             raw,
             name: [0; NAME_LEN],
@@ -203,7 +284,16 @@ impl MemcpyChannel {
     /// reported when a later one's interrupt arrives. Nothing starts before
     /// [`Self::issue_pending`]. `ENOSPC` means the provider had no
     /// descriptor free: wait for earlier copies, then try again.
-    pub fn submit<T: CopySink>(
+    ///
+    /// # Safety
+    ///
+    /// `dst` and `src` are DMA addresses of [`Self::device`] mapping `len`
+    /// bytes each (`dst` writable by the device), and stay mapped until
+    /// the copy has ended: `sink` heard of it, or a [`Self::terminate`]
+    /// returned `Ok`. If a terminate fails they must stay mapped for good
+    /// (the engine may still write `dst`). [`Self::copy_buffers`] is the
+    /// safe way to copy between buffers of the abstraction's own.
+    pub unsafe fn submit<T: CopySink>(
         &self,
         dst: DmaAddress,
         src: DmaAddress,
@@ -243,17 +333,29 @@ impl MemcpyChannel {
     }
 
     /// Calls `sink` when the channel's device is about to be unbound.
+    ///
+    /// `ENODEV` when the device's driver is already going (or gone): the
+    /// unbind that the watch would have reported began before it was
+    /// registered, so nothing may be mapped for the device any more.
     pub fn watch_removal<T: RemovalSink>(&self, sink: Arc<T>) -> Result<RemovalWatch> {
         let ctx = Arc::into_raw(sink).cast_mut().cast::<c_void>();
         // SAFETY: `self.raw` is a channel we hold; `ctx` stays valid until
         // the watch is dropped, which unregisters it first.
         let raw = unsafe { ffi::rust_dma_client_watch(self.raw.as_ptr(), removal_call::<T>, ctx) };
         match from_err_ptr(raw).ok().and_then(NonNull::new) {
-            Some(raw) => Ok(RemovalWatch {
-                raw,
-                ctx,
-                drop_ctx: drop_removal_ctx::<T>,
-            }),
+            Some(raw) => {
+                let watch = RemovalWatch {
+                    raw,
+                    ctx,
+                    drop_ctx: drop_removal_ctx::<T>,
+                };
+                // Read after the watch is registered (see the helper).
+                // SAFETY: `self.raw` is a channel we hold.
+                if !unsafe { ffi::rust_dma_chan_dev_bound(self.raw.as_ptr()) } {
+                    return Err(ENODEV);
+                }
+                Ok(watch)
+            }
             None => {
                 // SAFETY: Not registered: the reference is ours again.
                 unsafe { drop_removal_ctx::<T>(ctx) };
@@ -273,6 +375,40 @@ impl MemcpyChannel {
         unsafe { ffi::rust_dma_chan_dev(self.raw.as_ptr()) }
     }
 
+    /// Copies `len` bytes from the start of `src` to the start of `dst`,
+    /// buffers of this channel, and waits up to `timeout_ms` as
+    /// [`Self::copy_sync`] does.
+    ///
+    /// `EINVAL` if `len` is 0, exceeds either buffer, or a buffer belongs
+    /// to another channel. When the copy cannot be stopped after a timeout
+    /// or a signal, the terminate's error is returned and both buffers are
+    /// abandoned: they stay allocated and mapped for good instead of
+    /// being freed under the engine.
+    pub fn copy_buffers(
+        &self,
+        dst: &mut DmaBuffer<'_>,
+        src: &DmaBuffer<'_>,
+        len: usize,
+        timeout_ms: u32,
+    ) -> Result<(TxResult, u32)> {
+        let ours = |b: &DmaBuffer<'_>| core::ptr::eq(b.chan, self);
+        if len == 0 || len > dst.size || len > src.size || !ours(dst) || !ours(src) {
+            return Err(EINVAL);
+        }
+        // SAFETY: Both buffers are mapped for this channel's device with
+        // at least `len` bytes, borrowed for the whole call, and abandoned
+        // below (never unmapped) if the copy could not be stopped.
+        match unsafe { self.copy_sync(dst.dma, src.dma, len, timeout_ms) } {
+            Ok(r) => Ok(r),
+            Err(CopyError::Failed(e)) => Err(e),
+            Err(CopyError::Unstopped(e)) => {
+                dst.abandon();
+                src.abandon();
+                Err(e)
+            }
+        }
+    }
+
     /// Copies `len` bytes between two DMA addresses of [`Self::device`] and
     /// waits up to `timeout_ms` (interruptibly) for the result.
     ///
@@ -282,30 +418,38 @@ impl MemcpyChannel {
     /// warning. A copy still pending at the timeout, or on a signal,
     /// terminates the channel, so that the copy can no longer touch the
     /// buffers, and `ETIMEDOUT` or `EINTR` is returned. If the channel
-    /// cannot be stopped, the terminate's error is returned instead and
-    /// the copy may still write `dst`: the caller must then keep both
-    /// buffers mapped.
-    pub fn copy_sync(
+    /// cannot be stopped, the terminate's error is returned instead, as
+    /// [`CopyError::Unstopped`], and the copy may still write `dst`: the
+    /// caller must then keep both buffers mapped.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Self::submit`]: `dst` and `src` map `len` bytes for
+    /// [`Self::device`], and stay mapped until this returns, for good if
+    /// it returns an error from the terminate. [`Self::copy_buffers`] is
+    /// the safe form.
+    pub unsafe fn copy_sync(
         &self,
         dst: DmaAddress,
         src: DmaAddress,
         len: usize,
         timeout_ms: u32,
-    ) -> Result<(TxResult, u32)> {
+    ) -> core::result::Result<(TxResult, u32), CopyError> {
         let done = Arc::pin_init(
             pin_init!(Done {
                 result <- new_spinlock_irq!(None),
                 cond <- new_condvar!(),
             }),
             GFP_KERNEL,
-        )?;
+        )
+        .map_err(CopyError::Failed)?;
         let flags = PrepFlags::INTERRUPT | PrepFlags::ACK;
         // SAFETY: `self.raw` is a channel we hold.
         let txd = unsafe {
             ffi::rust_dma_client_prep_memcpy(self.raw.as_ptr(), dst, src, len, flags.raw())
         };
         if txd.is_null() {
-            return Err(EIO);
+            return Err(CopyError::Failed(EIO));
         }
         let ctx = done.clone().into_raw().cast_mut().cast::<c_void>();
         // SAFETY: `txd` was just prepared on our channel; `ctx` is an `Arc`
@@ -314,7 +458,7 @@ impl MemcpyChannel {
         if cookie.is_error() {
             // SAFETY: The callback will not run; take the reference back.
             drop(unsafe { Arc::from_raw(ctx.cast::<Done>()) });
-            return Err(Error::from_errno(cookie.raw()));
+            return Err(CopyError::Failed(Error::from_errno(cookie.raw())));
         }
         // SAFETY: `self.raw` is a channel we hold.
         unsafe { ffi::rust_dma_client_issue_pending(self.raw.as_ptr()) };
@@ -327,8 +471,8 @@ impl MemcpyChannel {
                 CondVarTimeoutResult::Timeout => break,
                 CondVarTimeoutResult::Signal { .. } => {
                     drop(guard);
-                    self.terminate()?;
-                    return Err(EINTR);
+                    self.terminate().map_err(CopyError::Unstopped)?;
+                    return Err(CopyError::Failed(EINTR));
                 }
             }
         }
@@ -363,8 +507,8 @@ impl MemcpyChannel {
                 return Ok(r);
             }
         }
-        self.terminate()?;
-        Err(ETIMEDOUT)
+        self.terminate().map_err(CopyError::Unstopped)?;
+        Err(CopyError::Failed(ETIMEDOUT))
     }
 
     /// Aborts everything queued on the channel and waits for the callbacks
@@ -389,6 +533,9 @@ pub struct DmaBuffer<'a> {
     buf: NonNull<u8>,
     size: usize,
     dma: DmaAddress,
+    /// An engine that could not be stopped may still write the buffer: it
+    /// is never unmapped nor freed.
+    abandoned: AtomicFlag,
 }
 
 impl<'a> DmaBuffer<'a> {
@@ -406,7 +553,14 @@ impl<'a> DmaBuffer<'a> {
             buf,
             size,
             dma,
+            abandoned: AtomicFlag::new(false),
         })
+    }
+
+    /// Gives the buffer up to an engine that would not stop: it stays
+    /// allocated and mapped for good (for [`CopyError::Unstopped`]).
+    pub fn abandon(&self) {
+        self.abandoned.store(true, Relaxed);
     }
 
     /// The device address of the buffer.
@@ -484,6 +638,15 @@ impl<'a> DmaBuffer<'a> {
 
 impl Drop for DmaBuffer<'_> {
     fn drop(&mut self) {
+        if self.abandoned.load(Relaxed) {
+            dev_warn!(
+                self.chan.device(),
+                "{}: keeping a {} byte DMA buffer its engine may still write\n",
+                self.chan.name(),
+                self.size
+            );
+            return;
+        }
         // SAFETY: The buffer was mapped in `new` for this device and is
         // unmapped and freed once.
         unsafe {
@@ -499,7 +662,10 @@ impl Drop for DmaBuffer<'_> {
 
 impl Drop for MemcpyChannel {
     fn drop(&mut self) {
-        // SAFETY: We hold the channel and give it back once.
+        // SAFETY: We hold the channel and give it back once. Its driver
+        // has a `device_release` (`accept_channel` took no other), so the
+        // core keeps the channel's memory until this put, even when the
+        // driver was unbound meanwhile.
         unsafe { ffi::rust_dma_release_chan(self.raw.as_ptr()) };
     }
 }
@@ -507,27 +673,30 @@ impl Drop for MemcpyChannel {
 /// # Safety
 ///
 /// `ctx` is a `KBox<SinkRef<T>>` handed to `rust_dma_client_submit` by
-/// [`MemcpyChannel::submit`]; the glue calls this once per submission.
-unsafe extern "C" fn sink_done<T: CopySink>(ctx: *mut c_void, result: c_uint, residue: u32) {
-    // SAFETY: `ctx` is the box given to `rust_dma_client_submit`, which
-    // calls us once.
-    let r = unsafe { KBox::from_raw(ctx.cast::<SinkRef<T>>()) };
+/// [`MemcpyChannel::submit`], and `res` a valid result; the core calls a
+/// descriptor's result callback once.
+unsafe extern "C" fn sink_done<T: CopySink>(ctx: *mut c_void, res: *const ffi::RawResult) {
+    // SAFETY: `ctx` is the box given to `rust_dma_client_submit`, called
+    // back once; `res` is valid for the call.
+    let (r, res) = unsafe { (KBox::from_raw(ctx.cast::<SinkRef<T>>()), &*res) };
     T::descriptor_done(
         r.sink.as_arc_borrow(),
         r.tag,
-        TxResult::from_raw(result),
-        residue,
+        TxResult::from_raw(res.result),
+        res.residue,
     );
 }
 
 /// # Safety
 ///
 /// `ctx` is an `Arc<Done>` reference handed to `rust_dma_client_submit` by
-/// [`MemcpyChannel::copy_sync`]; the glue calls this once per submission.
-unsafe extern "C" fn copy_done(ctx: *mut c_void, result: c_uint, residue: u32) {
+/// [`MemcpyChannel::copy_sync`], and `res` a valid result; the core calls a
+/// descriptor's result callback once.
+unsafe extern "C" fn copy_done(ctx: *mut c_void, res: *const ffi::RawResult) {
     // SAFETY: `ctx` is the `Arc<Done>` reference given to
-    // `rust_dma_client_submit`, which calls us once.
-    let done = unsafe { Arc::<Done>::from_raw(ctx.cast::<Done>()) };
-    *done.result.lock() = Some((TxResult::from_raw(result), residue));
+    // `rust_dma_client_submit`, called back once; `res` is valid for the
+    // call.
+    let (done, res) = unsafe { (Arc::<Done>::from_raw(ctx.cast::<Done>()), &*res) };
+    *done.result.lock() = Some((TxResult::from_raw(res.result), res.residue));
     done.cond.notify_all();
 }

@@ -38,6 +38,14 @@ mod ffi {
     #[derive(Clone, Copy)]
     pub(super) struct RawCallback(pub(super) [usize; 3]);
 
+    /// A `struct dmaengine_result`, what a client's result callback is
+    /// given (the helper checks the layout with static_asserts).
+    #[repr(C)]
+    pub(super) struct RawResult {
+        pub(super) result: c_uint,
+        pub(super) residue: u32,
+    }
+
     /// Mirror of `struct rust_dma_ops` in the helper file.
     #[repr(C)]
     pub(super) struct RawOps {
@@ -85,7 +93,12 @@ mod ffi {
         );
         pub(super) fn rust_dma_desc_acked(txd: *mut c_void) -> bool;
 
-        pub(super) fn rust_dma_request_memcpy_chan(name: *const c_char) -> *mut c_void;
+        pub(super) fn rust_dma_request_memcpy_chan(
+            filter: unsafe extern "C" fn(*mut c_void, *mut c_void) -> bool,
+            param: *mut c_void,
+        ) -> *mut c_void;
+        pub(super) fn rust_dma_chan_has_terminate(chan: *mut c_void) -> bool;
+        pub(super) fn rust_dma_chan_has_release(chan: *mut c_void) -> bool;
         pub(super) fn rust_dma_chan_max_seg(chan: *mut c_void) -> u32;
         pub(super) fn rust_dma_client_watch(
             chan: *mut c_void,
@@ -93,6 +106,7 @@ mod ffi {
             ctx: *mut c_void,
         ) -> *mut c_void;
         pub(super) fn rust_dma_client_unwatch(watch: *mut c_void);
+        pub(super) fn rust_dma_chan_dev_bound(chan: *mut c_void) -> bool;
         pub(super) fn rust_dma_release_chan(chan: *mut c_void);
         pub(super) fn rust_dma_chan_dev(chan: *mut c_void) -> *mut c_void;
         pub(super) fn rust_dma_client_prep_memcpy(
@@ -104,8 +118,8 @@ mod ffi {
         ) -> *mut c_void;
         pub(super) fn rust_dma_client_submit(
             txd: *mut c_void,
-            done: unsafe extern "C" fn(*mut c_void, c_uint, u32),
-            ctx: *mut c_void,
+            done: unsafe extern "C" fn(*mut c_void, *const RawResult),
+            param: *mut c_void,
         ) -> i32;
         pub(super) fn rust_dma_client_issue_pending(chan: *mut c_void);
         pub(super) fn rust_dma_client_tx_complete(chan: *mut c_void, cookie: i32) -> bool;

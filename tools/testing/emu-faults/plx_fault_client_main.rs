@@ -35,7 +35,7 @@
 mod dmaengine;
 
 use dmaengine::{
-    client::{DmaBuffer, MemcpyChannel},
+    client::{CopyError, DmaBuffer, MemcpyChannel},
     TxResult,
 };
 use kernel::{
@@ -313,7 +313,17 @@ fn run(plan: &Plan) -> Result {
             dst.dma_address()
         };
         let t = Instant::<Monotonic>::now();
-        let outcome = chan.copy_sync(d, s, plan.size, plan.timeout_ms);
+        // SAFETY: `d` and `s` are our buffers' addresses, `plan.size`
+        // bytes each, mapped for the channel until `run` returns; or the
+        // IOVA that the test left unmapped on purpose, which the IOMMU
+        // faults without touching memory. Buffers a copy that could not be
+        // stopped may still write are abandoned below, never unmapped.
+        let outcome = unsafe { chan.copy_sync(d, s, plan.size, plan.timeout_ms) };
+        if let Err(CopyError::Unstopped(_)) = outcome {
+            src.abandon();
+            dst.abandon();
+        }
+        let outcome = outcome.map_err(Error::from);
         let ms = t.elapsed().as_millis();
         let ok = matches!(outcome, Ok((TxResult::NoError, _)));
         let data = if bad_dst {

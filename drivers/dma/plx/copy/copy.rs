@@ -32,6 +32,7 @@ mod job;
 mod pins;
 mod region;
 mod tracker;
+mod turn;
 
 use capability::Capability;
 use file::CopyFile;

@@ -16,7 +16,9 @@
 //! happen under it, since removal must find every reference on a region
 //! there; they wait on neither user memory nor user space. `reaping`
 //! serializes reapers, and is held while completions are written out, so
-//! that each completion is reported once. The [`Tracker`] has its own
+//! that each completion is reported once; it is a [`Turn`], so a reaper
+//! stalled in a fault on its completion buffer leaves the ones behind it
+//! interruptible. The [`Tracker`] has its own
 //! spinlock for what completion callbacks update.
 //!
 //! # Device removal
@@ -37,6 +39,7 @@ use crate::{
     pins::FilePins,
     region::{Region, Regions, MAX_REGIONS},
     tracker::{Outcome, Tracker, WaitEnd},
+    turn::Turn,
     user_pages::PinDuration,
 };
 use kernel::{
@@ -134,7 +137,7 @@ pub(crate) struct CopyFile {
     state: Mutex<FileState>,
     /// Held by the one thread reaping (see the module's locking notes).
     #[pin]
-    reaping: Mutex<()>,
+    reaping: Turn,
     tracker: Arc<Tracker>,
     /// The pages this file's copies hold reserved (and pinned).
     pins: Arc<FilePins>,
@@ -168,7 +171,7 @@ impl CopyFile {
                     failed: 0,
                     bytes: 0,
                 }, "plx_dma_copy_file"),
-                reaping <- new_mutex!((), "plx_dma_copy_reaping"),
+                reaping <- Turn::new(),
                 tracker,
                 pins: FilePins::new()?,
                 limits,
@@ -357,8 +360,16 @@ impl CopyFile {
                 let mut err = None;
                 for c in job.chunks(max_seg).skip(sent as usize) {
                     let last = sent + 1 == count;
-                    match chan.submit(c.dst, c.src, c.len as usize, last, &self.tracker, tag.raw())
-                    {
+                    // SAFETY: The chunk lies in the job's memory, mapped for
+                    // `chan`'s device (`Job::map`) and kept in `st.jobs`
+                    // until the tracker reports the copy ended (reap) or
+                    // the channel stopped (`stop_channel`); if it could not
+                    // be stopped, `stop_channel` abandons the memory, never
+                    // unmapped.
+                    let submitted = unsafe {
+                        chan.submit(c.dst, c.src, c.len as usize, last, &self.tracker, tag.raw())
+                    };
+                    match submitted {
                         Ok(_) => sent += 1,
                         Err(e) if e == ENOSPC => {
                             // The provider's descriptors are all in use.
@@ -397,15 +408,12 @@ impl CopyFile {
                 self.tracker.arm(slot, 0, false);
                 let job = st.jobs[slot].take();
                 let _ = st.free.push_within_capacity(slot);
-                if job.as_ref().is_some_and(Job::holds_regions) {
-                    // Region references are dropped under the lock.
-                    drop(job);
-                    drop(st);
-                } else {
-                    drop(st);
-                    // Unpinned without the lock.
-                    drop(job);
-                }
+                // Unmapped (and region references dropped) under the lock,
+                // as removal unmaps everything under it: once it has run,
+                // no mapping of this file's may be left for the device.
+                // Unpinning waits on no user space either.
+                drop(job);
+                drop(st);
                 Err(e)
             }
             Some(e) => {
@@ -530,7 +538,8 @@ impl CopyFile {
                 Err(WaitEnd::Interrupted) => interrupted = true,
             }
         }
-        let reaping = self.reaping.lock();
+        // EINTR behind a reaper stalled on its completion buffer.
+        let reaping = self.reaping.take()?;
         let mut reaped = 0usize;
         while reaped < max {
             let Some((slot, outcome)) = self.tracker.peek_done() else {

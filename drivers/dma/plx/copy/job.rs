@@ -142,12 +142,6 @@ impl Job {
         })
     }
 
-    /// Whether the copy holds references on registered regions, which
-    /// must be dropped with the file's lock held.
-    pub(crate) fn holds_regions(&self) -> bool {
-        matches!(self.memory, Some(Memory::Registered { .. }))
-    }
-
     /// Maps the pinned ranges for `chan`'s device; touches no user memory.
     /// Registered regions are mapped already.
     ///

@@ -6,7 +6,9 @@
 //! A copy reserves the pages it spans before pinning them and gives them
 //! back when it is reaped, so a process cannot pin unbounded memory by
 //! submitting without reaping. One file may hold at most half of the
-//! bound, so a single opener cannot starve the others. A reservation that
+//! bound, so a single file cannot take it all (a process with several
+//! files can: taking a channel needs `CAP_SYS_RAWIO`, and the pinning
+//! process's `RLIMIT_MEMLOCK` applies too). A reservation that
 //! does not fit fails with `EAGAIN`: retry once earlier copies are reaped.
 //! (Each process is also held to its own `RLIMIT_MEMLOCK` by the pinning
 //! itself, see `UserDma`.)

@@ -132,10 +132,13 @@ impl Mover {
         let mut sent = 0u32;
         for (i, c) in chunks().enumerate() {
             let last = i + 1 == count as usize;
-            if chan
-                .submit(c.dst, c.src, c.len as usize, last, &batch, 0)
-                .is_err()
-            {
+            // SAFETY: The chunk lies in `dst` and `src`, regions mapped for
+            // `chan`'s device that the caller holds for this call; it
+            // returns only once every chunk ended or the channel stopped,
+            // and when it cannot be stopped (`CopyError::Stuck`) the caller
+            // leaks the regions, never unmapped.
+            let submitted = unsafe { chan.submit(c.dst, c.src, c.len as usize, last, &batch, 0) };
+            if submitted.is_err() {
                 break;
             }
             sent += 1;

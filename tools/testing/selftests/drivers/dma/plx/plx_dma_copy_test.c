@@ -523,6 +523,103 @@ TEST_F(dev, batch_submit_and_reap)
 	EXPECT_EQ(0, pinned_pages(self->fd));
 }
 
+struct stalled_reap {
+	int fd;
+	struct plx_dma_completion *out;
+	unsigned int min;
+	long ret;
+	int err;
+	volatile int done;
+};
+
+static void *reap_thread(void *arg)
+{
+	struct stalled_reap *r = arg;
+
+	r->ret = reap(r->fd, r->out, r->min, 1, 10000);
+	r->err = errno;
+	r->done = 1;
+	return NULL;
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+/*
+ * A REAP writing into a completion buffer that faults into a userfaultfd
+ * nobody serves waits for as long as user space likes; another REAP of
+ * the same file waits behind it, and a signal must still end that wait
+ * (EINTR) instead of leaving the thread in uninterruptible sleep.  Once
+ * the fault is served, the first REAP reports its completion.
+ */
+TEST_F(dev, reap_behind_stalled_reaper_is_interruptible)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = { .mode = UFFDIO_REGISTER_MODE_MISSING };
+	struct uffdio_zeropage zp = { .mode = 0 };
+	struct sigaction sa = { .sa_handler = on_usr1 };	/* no SA_RESTART */
+	struct pollfd pfd = { .events = POLLIN };
+	struct plx_dma_completion other;
+	struct stalled_reap a = { 0 }, b = { 0 };
+	unsigned char s[256], d[256];
+	struct uffd_msg msg;
+	pthread_t ta, tb;
+	unsigned char *area;
+	int uffd, waited_ms = 0;
+	struct plx_dma_copy c = {
+		.size = sizeof(c), .src = (uintptr_t)s, .dst = (uintptr_t)d,
+		.len = sizeof(s), .user_data = 77,
+	};
+
+	uffd = syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	ASSERT_LE(0, uffd) TH_LOG("userfaultfd: %s (CONFIG_USERFAULTFD?)", strerror(errno));
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_API, &api));
+	area = map_pages(PAGE);
+	ASSERT_NE(NULL, area);
+	reg.range.start = (uintptr_t)area;
+	reg.range.len = PAGE;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg)) TH_LOG("%s", strerror(errno));
+	ASSERT_EQ(0, sigaction(SIGUSR1, &sa, NULL));
+	fill(s, sizeof(s), 5);
+	ASSERT_EQ(1, submit(self->fd, &c, 1)) TH_LOG("%s", strerror(errno));
+
+	/* A waits for the copy, then stalls writing its completion. */
+	a = (struct stalled_reap){ .fd = self->fd, .out = (void *)area, .min = 1 };
+	ASSERT_EQ(0, pthread_create(&ta, NULL, reap_thread, &a));
+	pfd.fd = uffd;
+	ASSERT_EQ(1, poll(&pfd, 1, 10000)) TH_LOG("no userfault from REAP");
+	ASSERT_EQ((ssize_t)sizeof(msg), read(uffd, &msg, sizeof(msg)));
+	ASSERT_EQ(UFFD_EVENT_PAGEFAULT, msg.event);
+
+	/* B asks for nothing it must wait for: it waits only behind A. */
+	b = (struct stalled_reap){ .fd = self->fd, .out = &other, .min = 0 };
+	ASSERT_EQ(0, pthread_create(&tb, NULL, reap_thread, &b));
+	usleep(200000);
+	EXPECT_FALSE(b.done) TH_LOG("REAP did not wait behind the stalled one");
+	pthread_kill(tb, SIGUSR1);
+	while (!b.done && waited_ms < 3000) {
+		usleep(10000);
+		waited_ms += 10;
+	}
+	EXPECT_TRUE(b.done) TH_LOG("a signal did not end the REAP waiting behind a stalled one");
+
+	/* Serve the fault: A ends with the completion, B either way. */
+	zp.range.start = (uintptr_t)area;
+	zp.range.len = PAGE;
+	EXPECT_EQ(0, ioctl(uffd, UFFDIO_ZEROPAGE, &zp)) TH_LOG("%s", strerror(errno));
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	EXPECT_EQ(-1, b.ret);
+	EXPECT_EQ(EINTR, b.err) TH_LOG("REAP behind a stalled one: %s", strerror(b.err));
+	EXPECT_EQ(1, a.ret) TH_LOG("%s", strerror(a.err));
+	EXPECT_EQ(77, ((struct plx_dma_completion *)area)[0].user_data);
+	EXPECT_EQ(0, memcmp(s, d, sizeof(s)));
+	close(uffd);
+	munmap(area, PAGE);
+}
+
 /* A refused REAP takes nothing: the completion waits for the next one. */
 TEST_F(dev, reap_keeps_completions_when_refused)
 {
@@ -803,19 +900,22 @@ TEST(unprivileged_opener_takes_no_channel)
 }
 
 /*
- * A channel whose driver cannot terminate it (the C plx_dma has no
- * device_terminate_all) is refused: closing, a timeout or an unbind would
- * otherwise unpin pages its engine may still write.  Run with
- * PLX_DMA_UNTERMINABLE_CHAN naming such a channel.
+ * A channel whose driver cannot honour a client's lifetime rules is
+ * refused with EOPNOTSUPP.  Without device_terminate_all (the C plx_dma),
+ * closing, a timeout or an unbind would unpin pages its engine may still
+ * write; without device_release (plx_norelease_provider, shaped like
+ * ptdma or hisi_dma), a file closed after the driver went would release a
+ * channel already freed.  Run with PLX_DMA_REFUSED_CHAN naming such a
+ * channel.
  */
-TEST(attach_refuses_unterminable)
+TEST(attach_refuses_unsafe_provider)
 {
-	const char *name = getenv("PLX_DMA_UNTERMINABLE_CHAN");
+	const char *name = getenv("PLX_DMA_REFUSED_CHAN");
 	struct plx_dma_info i;
 	int fd;
 
 	if (!name)
-		SKIP(return, "PLX_DMA_UNTERMINABLE_CHAN not set");
+		SKIP(return, "PLX_DMA_REFUSED_CHAN not set");
 	fd = open_dev();
 	if (fd < 0)
 		SKIP(return, "%s: %s", DEV_PATH, strerror(errno));
