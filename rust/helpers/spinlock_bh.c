@@ -20,3 +20,9 @@ int rust_spin_trylock_bh(spinlock_t *lock)
 {
 	return spin_trylock_bh(lock);
 }
+
+/* Whether local interrupts are off; a _bh lock must not be taken then. */
+bool rust_irqs_disabled(void)
+{
+	return irqs_disabled();
+}

@@ -25,7 +25,17 @@ mod ffi {
         #[cfg(any(CONFIG_PREEMPT_RT, CONFIG_INLINE_SPIN_UNLOCK_BH))]
         pub(super) fn rust_spin_unlock_bh(lock: *mut spinlock_t);
         pub(super) fn rust_spin_trylock_bh(lock: *mut spinlock_t) -> c_int;
+        pub(super) fn rust_irqs_disabled() -> bool;
     }
+}
+
+/// Whether a [`SpinLockBh`] may be taken here: not with local interrupts
+/// off, which includes hard IRQ context (a holder this CPU interrupted
+/// could never let go). Code that may be called there (a dmaengine
+/// terminate, say) asks first and takes another way.
+pub(crate) fn may_lock_bh() -> bool {
+    // SAFETY: Reads the local CPU's interrupt flag; always safe.
+    !unsafe { ffi::rust_irqs_disabled() }
 }
 
 /// The lock and unlock a guard calls, once per lock round trip.

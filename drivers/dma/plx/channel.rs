@@ -52,6 +52,7 @@ use crate::{
         Cookie, PrepFlags, TxResult,
     },
     hw_desc::{issued_word, reachable, HwDesc, WriteBack, FLAG_VALID, MAX_ADDRESS, MAX_COPY},
+    pci_ext::BusMaster,
     regs::{self, BAR0_SIZE},
     spinlock_bh::{new_spinlock_bh, SpinLockBh},
     stats::{CompletionCounters, RingCounters, Snapshot, Stats},
@@ -63,7 +64,7 @@ use kernel::{
     dma::{Coherent, DmaAddress},
     io::{io_project, io_read, io_write, register::Register, Io, IoBase, SysMem},
     new_condvar, new_mutex, new_work,
-    pci::DevresBar,
+    pci::{self, DevresBar},
     prelude::*,
     sync::{
         aref::ARef,
@@ -75,7 +76,7 @@ use kernel::{
     workqueue::Work,
 };
 use pin_init::Zeroable;
-use terminator::TerminateState;
+use terminator::{PostedTerminate, TerminateState};
 use watchdog::WatchdogState;
 
 mod config;
@@ -293,6 +294,9 @@ enum Drain {
 #[pin_data]
 pub(crate) struct PlxChannel {
     dev: ARef<Device>,
+    /// Switched off when the engine would not stop but its descriptors
+    /// must end (the device or its client is going).
+    master: BusMaster,
     bar: DevresBar<BAR0_SIZE>,
     ring: Devres<Ring>,
     ring_dma: DmaAddress,
@@ -327,6 +331,8 @@ pub(crate) struct PlxChannel {
     /// Stops the engine for `terminate_all` (see [`terminator`]).
     #[pin]
     terminate_work: Work<Self, { terminator::TERMINATE }>,
+    /// A terminate called with interrupts off (see [`terminator`]).
+    posted_terminate: PostedTerminate,
     /// Completion interrupts, polling and the watchdog timeout.
     config: ChannelConfig,
     pub(crate) stats: Stats,
@@ -336,7 +342,7 @@ impl PlxChannel {
     /// Creates the channel of a bound function with a ring of `size` slots,
     /// a power of two, completing as `config` says.
     pub(crate) fn new(
-        dev: &Device<Bound>,
+        pdev: &pci::Device<Bound>,
         bar: DevresBar<BAR0_SIZE>,
         size: u32,
         config: ChannelConfig,
@@ -344,6 +350,7 @@ impl PlxChannel {
         if !size.is_power_of_two() {
             return Err(EINVAL);
         }
+        let dev: &Device<Bound> = pdev.as_ref();
         let n = size as usize;
         let mem = Coherent::<HwDesc>::zeroed_slice(dev, n, GFP_KERNEL)?;
         let ring_dma = mem.dma_address();
@@ -366,6 +373,7 @@ impl PlxChannel {
         Arc::pin_init(
             pin_init!(Self {
                 dev: dev.into(),
+                master: BusMaster::new(pdev),
                 bar,
                 ring,
                 ring_dma,
@@ -408,6 +416,7 @@ impl PlxChannel {
                 recovery_work <- new_work!("plx_dma_recovery_work"),
                 reap_work <- new_work!("plx_dma_reap_work"),
                 terminate_work <- new_work!("plx_dma_terminate_work"),
+                posted_terminate: PostedTerminate::new(),
                 config,
                 stats: Stats::new(),
             }),
@@ -559,6 +568,7 @@ impl PlxChannel {
                 let mut st = self.state.lock();
                 st.dead = true;
                 st.active = false;
+                self.posted_terminate.mark_dead();
                 return false;
             }
         }
@@ -981,14 +991,17 @@ impl PlxChannel {
             let mut st = self.state.lock();
             st.dead = true;
             st.active = false;
+            self.posted_terminate.mark_dead();
         }
         // A recovery the watchdog queued, or a terminate, would race
         // with this one.
         self.wait_recovery_idle();
         self.wait_terminate_idle();
         if self.stop_and_abort().is_err() {
-            // Clients were told at the removal watch, before this: the
-            // descriptors end now, as the device loses bus mastering.
+            // Clients were told at the removal watch, before this. The
+            // descriptors end now, and their owners free the buffers: the
+            // engine must lose bus mastering first.
+            self.master.clear();
             self.drain(Drain::All);
         }
     }
@@ -1020,6 +1033,7 @@ impl ChannelOps for PlxChannel {
             }
             st.submitter = Some(sub);
             st.head = 0;
+            self.posted_terminate.publish_head(0);
             st.issued = 0;
             st.tail = 0;
             st.free.clear();
@@ -1049,7 +1063,10 @@ impl ChannelOps for PlxChannel {
         self.state.lock().active = false;
         if self.stop_and_abort().is_err() {
             // The client is gone; its terminate already failed, so it kept
-            // its buffers. The descriptors must end before the pool goes.
+            // its buffers. The descriptors must end before the pool goes,
+            // and the engine that would not stop must not write them (or
+            // the ring) afterwards: off the bus first.
+            self.master.clear();
             self.drain(Drain::All);
         }
         // Every callback has run before the descriptors go.
@@ -1141,6 +1158,7 @@ impl ChannelOps for PlxChannel {
         st.unissued_asked |= st.descs[index].interrupt;
         st.in_ring[slot] = Some(token);
         st.head = st.head.wrapping_add(1);
+        self.posted_terminate.publish_head(st.head);
         st.counters.submitted = st.counters.submitted.wrapping_add(1);
         cookie
     }

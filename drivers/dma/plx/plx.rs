@@ -33,7 +33,8 @@ use core::fmt;
 use dmaengine::provider::{Registration, ReleasedDevices};
 use kernel::{
     debugfs,
-    device::Core,
+    device::{Bound, Core},
+    devres::Devres,
     dma::DmaMask,
     irq::{IrqReturn, ThreadedHandler, ThreadedIrqReturn},
     pci,
@@ -42,7 +43,7 @@ use kernel::{
     sync::Arc,
     time::Delta,
 };
-use pci_ext::ThreadedIrq;
+use pci_ext::{DevresIrq, ThreadedIrq};
 
 /// PCI device ID of the PEX87xx DMA function, shared with the C `plx_dma`.
 const PLX_DMA_DEVICE_ID: u32 = 0x87d0;
@@ -255,13 +256,14 @@ fn show_stats(chan: &Arc<PlxChannel>, f: &mut fmt::Formatter<'_>) -> fmt::Result
 struct PlxDma<'bound> {
     /// Dropped first: no tick runs once teardown starts.
     watchdog: Option<Watchdog>,
-    pdev: &'bound pci::Device,
+    /// Bound until the data is dropped: the driver core drops it before
+    /// it releases the device's resources.
+    pdev: &'bound pci::Device<Bound>,
     chan: Arc<PlxChannel>,
     // Field order is teardown order: unregister from dmaengine, then free
     // the interrupt. `drop` stops the channel before either.
-    dma: Registration<PlxChannel>,
-    #[pin]
-    irq: ThreadedIrq<'bound, IrqHandler>,
+    dma: Devres<Registration<PlxChannel>>,
+    irq: DevresIrq<IrqHandler>,
     /// `/sys/kernel/debug/rust_plx_dma-<pci name>/stats`.
     #[pin]
     stats_file: debugfs::File<Arc<PlxChannel>>,
@@ -298,7 +300,7 @@ impl pci::Driver for PlxDmaDriver {
             let bar = pdev
                 .iomap_region_sized::<{ regs::BAR0_SIZE }>(0, c"rust_plx_dma")?
                 .into_devres()?;
-            let chan = PlxChannel::new(pdev.as_ref(), bar, size, config)?;
+            let chan = PlxChannel::new(pdev, bar, size, config)?;
             let mut chans = KVec::with_capacity(1, GFP_KERNEL)?;
             chans.push(chan.clone(), GFP_KERNEL)?;
             let irq_chan = chan.clone();
@@ -310,10 +312,11 @@ impl pci::Driver for PlxDmaDriver {
                     .with(pci::IrqType::Msi)
                     .with(pci::IrqType::Intx)
             };
-            let irq = ThreadedIrq::new(pdev, c"rust_plx_dma", types, move |kind| {
+            let irq = ThreadedIrq::register(pdev, c"rust_plx_dma", types, move |kind| {
                 irq_chan.set_msi(matches!(kind, pci::IrqType::MsiX | pci::IrqType::Msi));
                 Ok::<_, Error>(IrqHandler { chan: irq_chan })
-            });
+            })?;
+            let irq_kind = irq.try_access_with(|i| i.kind()).ok_or(ENODEV)?;
             // Inside the initializer below, `pdev` names the field.
             let bound = pdev.as_ref();
             let dir_name = CString::try_from_fmt(fmt!("rust_plx_dma-{}", bound.name()))?;
@@ -323,17 +326,17 @@ impl pci::Driver for PlxDmaDriver {
                 watchdog: Watchdog::start(&chan),
                 pdev,
                 chan: chan.clone(),
-                irq <- irq,
+                irq,
                 dma: {
                     let reg = Registration::new(bound, chans, hw_desc::MAX_COPY)?;
-                    if let Some(c) = reg.channel(0) {
+                    if let Some(c) = reg.access(bound)?.channel(0) {
                         dev_info!(
                             pdev,
                             "{}: ring of {} descriptors, {}-bit DMA, {:?} interrupt\n",
                             c.name(),
                             size,
                             bits,
-                            irq.kind()
+                            irq_kind
                         );
                     }
                     reg
@@ -352,7 +355,10 @@ impl PinnedDrop for PlxDma<'_> {
         // stop the engine and abort what is in flight while the ring and
         // the registers are still mapped.
         self.chan.shutdown();
-        self.irq.synchronize();
+        // Sleeps: reached through the bound device, not under RCU.
+        let _ = self
+            .irq
+            .access_with(self.pdev.as_ref(), |i| i.synchronize());
         // A client told of the end (its copies aborted, its next prep
         // refused) gets a moment to release the channel and unmap its
         // buffers before the device goes; even an idle one may be about to

@@ -52,6 +52,7 @@ use super::{ffi, Cookie, PrepFlags, TxResult};
 use core::{marker::PhantomData, ptr::NonNull};
 use kernel::{
     device::{Bound, Device},
+    devres::Devres,
     dma::DmaAddress,
     ffi::{c_int, c_uint, c_ulong, c_void},
     prelude::*,
@@ -101,8 +102,10 @@ pub trait ChannelOps: Send + Sync + 'static {
 
     /// Aborts every queued and running transaction.
     ///
-    /// May be called in atomic context (from a completion callback, say),
-    /// so it must not wait for the hardware: it may leave the stopping to
+    /// May be called in atomic context (from a completion callback, with a
+    /// client's IRQ-safe spinlock held, even from a hard interrupt handler),
+    /// so it must not wait for the hardware nor take a lock that is not
+    /// IRQ-safe there: it may leave the stopping to
     /// [`ChannelOps::synchronize`] or to a work item, which is why it gets
     /// the channel's [`Arc`].
     fn terminate_all(this: ArcBorrow<'_, Self>) -> Result;
@@ -464,8 +467,12 @@ impl Callback {
 
 /// The dmaengine registration of one DMA device and its channels.
 ///
-/// Dropping it unregisters the device; the channels are released when the
-/// core drops its last reference.
+/// Only [`Registration::new`] makes one, inside a [`Devres`] of the
+/// device it is registered for: the device is unregistered when that is
+/// dropped or, at the latest, when the driver is unbound, so not even a
+/// forgotten registration outlives the binding (and the module's code the
+/// core would call). The channels are released when the core drops its
+/// last reference.
 pub struct Registration<T: ChannelOps> {
     dma: NonNull<c_void>,
     count: usize,
@@ -496,7 +503,19 @@ impl<T: ChannelOps> Registration<T> {
 
     /// Registers a memcpy-capable DMA device for `dev` with `chans` as its
     /// channels; `max_seg_size` is the longest copy one descriptor takes.
-    pub fn new(dev: &Device<Bound>, chans: KVec<Arc<T>>, max_seg_size: u32) -> Result<Self> {
+    ///
+    /// The registration is bound to `dev` (see the type's documentation);
+    /// [`Devres::access`] reaches it while the driver is bound.
+    pub fn new(
+        dev: &Device<Bound>,
+        chans: KVec<Arc<T>>,
+        max_seg_size: u32,
+    ) -> Result<Devres<Self>> {
+        // Unregistered again (dropped) if the `Devres` cannot be made.
+        Devres::new(dev, Self::register(dev, chans, max_seg_size)?)
+    }
+
+    fn register(dev: &Device<Bound>, chans: KVec<Arc<T>>, max_seg_size: u32) -> Result<Self> {
         let n = chans.len();
         if n == 0 {
             return Err(EINVAL);

@@ -12,7 +12,9 @@
  * dma_cookie_complete() answers with a BUG).  Another calls in with
  * interrupts disabled, which rust_plx_dma's _bh ring locks cannot take:
  * prep and issue_pending must refuse, tx_status answer without reaping,
- * and the copy queued meanwhile run at the next issue_pending.
+ * and the copy queued meanwhile run at the next issue_pending.  The last
+ * calls dmaengine_terminate_async() with interrupts off and from a hard
+ * interrupt, where dmaengine allows it too.
  *
  * It is a plain C client on purpose: it uses the raw dmaengine API the way
  * in-tree clients do, with nothing of the project's Rust client.  Loading
@@ -26,6 +28,7 @@
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/dmaengine.h>
+#include <linux/hrtimer.h>
 #include <linux/module.h>
 #include <linux/random.h>
 #include <linux/slab.h>
@@ -35,9 +38,9 @@ static char *channel;
 module_param(channel, charp, 0444);
 MODULE_PARM_DESC(channel, "memcpy channel to use, e.g. dma0chan0 (required)");
 
-static char *cases = "poll,terminate,resubmit,double-submit,irqs-off";
+static char *cases = "poll,terminate,resubmit,double-submit,irqs-off,atomic-stop";
 module_param(cases, charp, 0444);
-MODULE_PARM_DESC(cases, "comma-separated cases: poll, terminate, resubmit, double-submit, irqs-off");
+MODULE_PARM_DESC(cases, "comma-separated cases: poll, terminate, resubmit, double-submit, irqs-off, atomic-stop");
 
 #define CHUNK	SZ_64K
 #define COPIES	4
@@ -56,6 +59,8 @@ struct ctx {
 	enum dmaengine_tx_result result[COPIES + 1];
 	struct completion last;
 	const char *mode;
+	struct hrtimer timer;		/* atomic-stop: a hard interrupt */
+	struct completion fired;	/* ... which has run */
 };
 
 struct cb_arg {
@@ -219,6 +224,86 @@ static bool irqs_off(struct ctx *c)
 	return single_done(c) && ok;
 }
 
+static enum hrtimer_restart stop_from_hardirq(struct hrtimer *t)
+{
+	struct ctx *c = container_of(t, struct ctx, timer);
+
+	c->terminate_ret = dmaengine_terminate_async(c->chan);
+	complete(&c->fired);
+	return HRTIMER_NORESTART;
+}
+
+/*
+ * dmaengine_terminate_async() in atomic context, with interrupts off (as
+ * under a client's irqsave lock) or from a hard interrupt handler (an
+ * hrtimer in hard mode): it returns 0 without taking a lock that is not
+ * IRQ-safe there (lockdep and the _bh code would report that); after
+ * dmaengine_synchronize() no copy submitted before it is pending and none
+ * reported done is wrong; a copy submitted after it runs.
+ */
+static bool atomic_stop(struct ctx *c, bool hardirq)
+{
+	const char *how = hardirq ? "from a hard interrupt" : "with interrupts off";
+	unsigned long flags;
+	bool ok = true;
+	int i, ret;
+
+	for (i = 0; i <= COPIES; i++)
+		atomic_set(&c->called[i], 0);
+	memset(c->dst, 0, (COPIES + 1) * CHUNK);
+	for (i = 0; i < COPIES; i++) {
+		ret = submit_one(c, i, true);
+		if (ret) {
+			pr_err("%s: submit %d: %d\n", c->mode, i, ret);
+			dmaengine_terminate_sync(c->chan);
+			return false;
+		}
+	}
+	dma_async_issue_pending(c->chan);
+	c->terminate_ret = 1;
+	if (hardirq) {
+		reinit_completion(&c->fired);
+		hrtimer_start(&c->timer, ns_to_ktime(1000), HRTIMER_MODE_REL_HARD);
+		wait_for_completion(&c->fired);
+	} else {
+		local_irq_save(flags);
+		c->terminate_ret = dmaengine_terminate_async(c->chan);
+		local_irq_restore(flags);
+	}
+	if (c->terminate_ret) {
+		pr_err("%s: terminate_async %s: %d\n", c->mode, how, c->terminate_ret);
+		ok = false;
+	}
+	ret = submit_one(c, COPIES, true);
+	if (ret) {
+		pr_err("%s: submit after the terminate: %d\n", c->mode, ret);
+		dmaengine_terminate_sync(c->chan);
+		return false;
+	}
+	dmaengine_synchronize(c->chan);
+	for (i = 0; i < COPIES; i++) {
+		if (dma_async_is_tx_complete(c->chan, c->cookie[i], NULL, NULL) == DMA_IN_PROGRESS ||
+		    atomic_read(&c->called[i]) > 1) {
+			pr_err("%s: copy %d %s: callback ran %d times, status pending\n", c->mode,
+			       i, how, atomic_read(&c->called[i]));
+			ok = false;
+		} else if (atomic_read(&c->called[i]) && c->result[i] == DMA_TRANS_NOERROR &&
+			   !chunk_copied(c, i)) {
+			pr_err("%s: copy %d reported done but wrong\n", c->mode, i);
+			ok = false;
+		}
+	}
+	/* dma_sync_wait() issues and polls, for up to 5 s. */
+	if (dma_sync_wait(c->chan, c->cookie[COPIES]) != DMA_COMPLETE ||
+	    c->result[COPIES] != DMA_TRANS_NOERROR || !chunk_copied(c, COPIES)) {
+		pr_err("%s: the copy submitted after the terminate %s did not run right\n",
+		       c->mode, how);
+		ok = false;
+	}
+	dmaengine_synchronize(c->chan);
+	return ok;
+}
+
 /* Runs one case; returns whether it passed, reasons in the log. */
 static bool run_case(struct ctx *c, const char *mode)
 {
@@ -240,6 +325,11 @@ static bool run_case(struct ctx *c, const char *mode)
 		return double_submit(c);
 	if (!strcmp(mode, "irqs-off"))
 		return irqs_off(c);
+	if (!strcmp(mode, "atomic-stop")) {
+		bool irqs = atomic_stop(c, false);
+
+		return atomic_stop(c, true) && irqs;
+	}
 	for (i = 0; i < COPIES; i++) {
 		ret = submit_one(c, i, true);
 		if (ret) {
@@ -309,6 +399,7 @@ static int __init plx_callback_client_init(void)
 {
 	static const char *const known[] = {
 		"poll", "terminate", "resubmit", "double-submit", "irqs-off",
+		"atomic-stop",
 	};
 	struct ctx *c;
 	dma_cap_mask_t mask;
@@ -323,6 +414,8 @@ static int __init plx_callback_client_init(void)
 	if (!c)
 		return -ENOMEM;
 	init_completion(&c->last);
+	init_completion(&c->fired);
+	hrtimer_setup(&c->timer, stop_from_hardirq, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
 	dma_cap_zero(mask);
 	dma_cap_set(DMA_MEMCPY, mask);
 	c->chan = dma_request_channel(mask, chan_named, channel);
@@ -356,6 +449,7 @@ static int __init plx_callback_client_init(void)
 		failed = -EINVAL;
 	}
 out:
+	hrtimer_cancel(&c->timer);
 	dmaengine_terminate_sync(c->chan);
 	if (c->src)
 		dma_free_coherent(c->dev, bytes, c->src, c->src_dma);

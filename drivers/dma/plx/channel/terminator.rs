@@ -20,12 +20,23 @@
 //! An engine that neither pauses nor aborts leaves the channel dead with
 //! its descriptors outstanding (their cookies stay in progress), and every
 //! later terminate fails with `EIO`: a client must then keep those buffers.
+//!
+//! A terminate called with interrupts off (a client's `spin_lock_irqsave`
+//! held, or hard IRQ context) cannot take the ring lock, a `_bh` lock: it
+//! posts its request instead, in atomics ([`PostedTerminate`]), asks for the
+//! pause and queues the same work item, which takes the request under the
+//! lock. The bound is the same: what was submitted before the call, as the
+//! last submit published it.
 
 use super::{Drain, PlxChannel};
+use crate::spinlock_bh::may_lock_bh;
 use kernel::{
     impl_has_work,
     prelude::*,
-    sync::{Arc, ArcBorrow},
+    sync::{
+        atomic::{Acquire, Atomic, AtomicFlag, Relaxed, Release},
+        Arc, ArcBorrow,
+    },
     workqueue::{self, WorkItem},
 };
 
@@ -42,13 +53,72 @@ pub(super) struct TerminateState {
     pending: bool,
 }
 
+/// What a terminate with interrupts off leaves for the work item, outside
+/// the ring lock.
+pub(super) struct PostedTerminate {
+    /// The ring's free-running head as of the last submit.
+    head: Atomic<u32>,
+    /// A posted request: [`POSTED`] with the head in the low bits, or 0.
+    request: Atomic<u64>,
+    /// The channel was declared dead (mirrors `RingState::dead`).
+    dead: AtomicFlag,
+}
+
+/// Marks [`PostedTerminate::request`] as holding a request.
+const POSTED: u64 = 1 << 32;
+
+impl PostedTerminate {
+    pub(super) fn new() -> Self {
+        Self {
+            head: Atomic::new(0),
+            request: Atomic::new(0),
+            dead: AtomicFlag::new(false),
+        }
+    }
+
+    /// Publishes the head a submit (or a reset) left, under the ring lock.
+    #[inline(always)]
+    pub(super) fn publish_head(&self, head: u32) {
+        self.head.store(head, Release);
+    }
+
+    /// The channel is dead: posted terminates fail from now on.
+    pub(super) fn mark_dead(&self) {
+        self.dead.store(true, Relaxed);
+    }
+
+    /// Takes the posted request's bound, if any.
+    fn take(&self) -> Option<u32> {
+        let r = self.request.xchg(0, Acquire);
+        // The low 32 bits are the head (truncation intended).
+        (r & POSTED != 0).then_some(r as u32)
+    }
+
+    fn is_pending(&self) -> bool {
+        self.request.load(Relaxed) != 0
+    }
+}
+
+/// The later of two free-running ring indices, as seen from `tail`.
+fn later(tail: u32, a: u32, b: u32) -> u32 {
+    if b.wrapping_sub(tail) > a.wrapping_sub(tail) {
+        b
+    } else {
+        a
+    }
+}
+
 impl PlxChannel {
     /// `device_terminate_all`: asks the engine to stop, without waiting.
     ///
     /// `EIO` when the channel is dead with descriptors outstanding: the
     /// engine did not stop for an earlier terminate or recovery, so their
-    /// buffers are not free.
+    /// buffers are not free (with interrupts off, whenever it is dead:
+    /// what is outstanding is not known without the lock).
     pub(super) fn request_terminate(this: ArcBorrow<'_, Self>) -> Result {
+        if !may_lock_bh() {
+            return Self::post_terminate(this);
+        }
         {
             let mut st = this.state.lock();
             if st.dead {
@@ -71,9 +141,26 @@ impl PlxChannel {
         Ok(())
     }
 
-    /// Whether a terminate is queued or in progress.
+    /// [`Self::request_terminate`] with interrupts off: posts the request
+    /// for the work item, which detaches the ring and takes the bound
+    /// under the lock.
+    fn post_terminate(this: ArcBorrow<'_, Self>) -> Result {
+        let posted = &this.posted_terminate;
+        if posted.dead.load(Relaxed) {
+            return Err(EIO);
+        }
+        let bound = posted.head.load(Acquire);
+        posted.request.store(POSTED | u64::from(bound), Release);
+        // An early hint; the work item asks again once the ring is
+        // detached, since a doorbell rung meanwhile may clear it.
+        this.request_pause();
+        let _ = workqueue::system_long().enqueue::<Arc<Self>, TERMINATE>(Arc::from(this));
+        Ok(())
+    }
+
+    /// Whether a terminate is queued, posted or in progress.
     pub(super) fn terminating(&self) -> bool {
-        self.state.lock().terminate.pending
+        self.posted_terminate.is_pending() || self.state.lock().terminate.pending
     }
 
     /// Waits until no terminate is queued or in progress. The channel must
@@ -89,6 +176,15 @@ impl PlxChannel {
         loop {
             let bound = {
                 let mut st = self.state.lock();
+                if let Some(posted) = self.posted_terminate.take() {
+                    let bound = match st.terminate.abort_before {
+                        Some(b) => later(st.tail, b, posted),
+                        None => posted,
+                    };
+                    st.terminate.abort_before = Some(bound);
+                    st.terminate.pending = true;
+                    st.attached = false;
+                }
                 match st.terminate.abort_before.take() {
                     // Shutdown stops the engine itself.
                     Some(bound) if !st.dead => bound,
