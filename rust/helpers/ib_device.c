@@ -52,6 +52,22 @@ struct rust_ib_ops {
 static_assert(sizeof(struct rust_ib_sge) == sizeof(struct ib_sge));
 static_assert(sizeof(union rdma_network_hdr) == RUST_IB_GRH_BYTES);
 
+/*
+ * The layouts Rust mirrors (rust/kernel/rdma/ffi.rs asserts the same
+ * numbers): a field added or moved on one side alone fails the build.
+ */
+static_assert(sizeof(struct rust_ib_sge) == 16);
+static_assert(sizeof(struct rust_ib_ud_dest) == 56);
+static_assert(sizeof(struct rust_ib_send_wr) == 112);
+static_assert(offsetof(struct rust_ib_send_wr, ud) == 52);
+static_assert(sizeof(struct rust_ib_recv_wr) == 24);
+static_assert(sizeof(struct rust_ib_wc) == 48);
+static_assert(offsetof(struct rust_ib_wc, qp_handle) == 40);
+static_assert(sizeof(struct rust_ib_qp_init) == 48);
+static_assert(offsetof(struct rust_ib_qp_init, handle) == 40);
+static_assert(sizeof(struct rust_ib_qp_attr) == 128);
+static_assert(sizeof(struct rust_ib_caps) == 56);
+
 /* GIDs per port: the netdev's addresses, each as a RoCEv2 GID. */
 #define RUST_IB_GID_TBL_LEN 16
 /* The key kernel consumers' SGEs carry (their addresses are virtual). */
@@ -302,7 +318,8 @@ static int rib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 static int rib_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
 {
 	struct rust_ib_cq *cq = container_of(ibcq, struct rust_ib_cq, ibcq);
-	struct rust_ib_wc w[RUST_IB_WC_STUBS];
+	/* Initialised: Rust sees it as a slice of Wc. */
+	struct rust_ib_wc w[RUST_IB_WC_STUBS] = {};
 	int i, got;
 
 	if (num <= 0)
@@ -326,7 +343,7 @@ static int rib_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
 		 * A kernel consumer (the MAD layer) owns its QPs and destroys
 		 * them only after its last poll: it gets the QP itself.
 		 */
-		wc[i].qp = rdma_is_kernel_res(&ibcq->res) ?
+		wc[i].qp = rdma_is_kernel_res(&ibcq->res) && w[i].qp_handle ?
 			(struct ib_qp *)(uintptr_t)w[i].qp_handle : stub;
 		wc[i].ex.imm_data = (__force __be32)w[i].imm_data;
 		wc[i].src_qp = w[i].src_qp;

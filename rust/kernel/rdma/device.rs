@@ -371,7 +371,8 @@ unsafe extern "C" fn poll_cq<T: Driver>(cq: *mut c_void, wc: *mut Wc, n: u32) ->
     if wc.is_null() || n == 0 {
         return 0;
     }
-    // SAFETY: The glue's array of `n` entries, ours for the call.
+    // SAFETY: The glue's zero-initialised array of `n` entries (zero is a
+    // valid `Wc`), ours for the call.
     let out = unsafe { core::slice::from_raw_parts_mut(wc, n as usize) };
     // SAFETY: A live CQ.
     let got = T::poll_cq(&unsafe { cq_entry::<T>(cq) }.cq, out);

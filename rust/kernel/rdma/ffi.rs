@@ -4,10 +4,27 @@
 //!
 //! The verbs objects (`struct ib_device`, `ib_cq`) are opaque here; the
 //! flat argument structures are mirrored field by field in
-//! [`super::types`] and checked against the C header's sizes below.
+//! [`super::types`] and checked against the C header's layout below.
 
-use super::types::{Caps, QpAttr, QpInit, RawRecvWr, RawSendWr, Wc};
+use super::types::{Caps, QpAttr, QpInit, RawRecvWr, RawSendWr, Sge, UdDest, Wc};
+use core::mem::{offset_of, size_of};
 use kernel::ffi::{c_char, c_int, c_void};
+
+// The layouts of `rust/helpers/ib_device.h`, which static_asserts the same
+// numbers: a field added or moved on one side alone fails the build.
+const _: () = {
+    assert!(size_of::<Sge>() == 16);
+    assert!(size_of::<UdDest>() == 56);
+    assert!(size_of::<RawSendWr>() == 112);
+    assert!(offset_of!(RawSendWr, ud) == 52);
+    assert!(size_of::<RawRecvWr>() == 24);
+    assert!(size_of::<Wc>() == 48);
+    assert!(offset_of!(Wc, qp_handle) == 40);
+    assert!(size_of::<QpInit>() == 48);
+    assert!(offset_of!(QpInit, handle) == 40);
+    assert!(size_of::<QpAttr>() == 128);
+    assert!(size_of::<Caps>() == 56);
+};
 
 /// Mirror of `struct rust_ib_ops` in the helper file.
 #[repr(C)]

@@ -126,6 +126,19 @@ impl RecvWr<'_> {
     }
 }
 
+/// The C glue's name for a QP: given to the driver in [`QpInit::handle`],
+/// handed back in the QP's completions ([`Wc::qp_handle`]), where the glue
+/// turns it back into the kernel consumer's `struct ib_qp`.
+///
+/// Only the glue makes one (a driver cannot build it from a number), so a
+/// completion can name only a QP the core created, or none: the default
+/// handle, which the glue never turns into a QP. A driver must still drop a
+/// QP's completions when it destroys the QP (as ib_core requires of every
+/// driver), since a kernel consumer's QP is freed after that.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpHandle(u64);
+
 /// A work completion (`struct rust_ib_wc`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -149,7 +162,7 @@ pub struct Wc {
     /// `enum rdma_network_type`, with [`WC_WITH_NETWORK_HDR_TYPE`].
     pub network_hdr_type: u32,
     /// The local QP's handle ([`QpInit::handle`]).
-    pub qp_handle: u64,
+    pub qp_handle: QpHandle,
 }
 
 /// What `create_qp` asks for; the driver lowers the capabilities to what
@@ -178,7 +191,7 @@ pub struct QpInit {
     /// Non-zero when a kernel consumer creates the QP.
     pub kernel: u32,
     /// The QP's handle, for its work completions ([`Wc::qp_handle`]).
-    pub handle: u64,
+    pub handle: QpHandle,
 }
 
 /// QP attributes, the fields an RC or GSI QP uses (`struct rust_ib_qp_attr`).

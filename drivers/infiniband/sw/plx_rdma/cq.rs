@@ -9,7 +9,7 @@
 
 use crate::rdma::{
     cq::CqNotifier,
-    types::{cq_notify, Wc},
+    types::{cq_notify, QpHandle, Wc},
 };
 use crate::wq::WorkQueue;
 use kernel::{
@@ -90,7 +90,7 @@ impl Cq {
     }
 
     /// Drops the completions of the QP whose handle is `qp_handle`.
-    pub(crate) fn purge(&self, qp_handle: u64) {
+    pub(crate) fn purge(&self, qp_handle: QpHandle) {
         self.state
             .lock()
             .entries

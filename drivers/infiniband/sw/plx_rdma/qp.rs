@@ -23,7 +23,7 @@ use crate::rdma::{
     device::modify_qp_is_ok,
     types::{
         access, qp_mask, qp_state, qp_type, send_flags, wc_opcode, wc_status, wr_opcode, KernelSgl,
-        QpAttr, QpInit, RecvWr, SendWr, Sge, UdDest, Wc,
+        QpAttr, QpHandle, QpInit, RecvWr, SendWr, Sge, UdDest, Wc,
     },
 };
 use crate::{cq::Cq, pd::Pd, stats::Stats, wq::WorkQueue, Device};
@@ -120,7 +120,7 @@ pub(crate) struct Qp {
     /// Created by a kernel consumer.
     pub(crate) kernel: bool,
     /// The C glue's handle, for the completions.
-    handle: u64,
+    handle: QpHandle,
     pub(crate) pd: Arc<Pd>,
     pub(crate) scq: Arc<Cq>,
     pub(crate) rcq: Arc<Cq>,
