@@ -121,7 +121,11 @@ pub struct UserDma {
 // pinned pages and the mapping are not tied to the creating thread, and the
 // device is kept alive by the object's own reference.
 unsafe impl Send for UserDma {}
-// SAFETY: `&self` methods only read.
+// SAFETY: No `&self` method changes the C object or the Rust fields.
+// `cpu_copy` writes the pinned pages through `&self`, but those are user
+// memory, which no Rust reference covers: user space and devices write it
+// concurrently in any case, so two copies into one range race only as
+// user space's own stores would.
 unsafe impl Sync for UserDma {}
 
 impl UserDma {
