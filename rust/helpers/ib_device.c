@@ -873,6 +873,19 @@ void rust_ib_cq_event(struct ib_cq *ibcq)
 		ibcq->comp_handler(ibcq, ibcq->cq_context);
 }
 
+/* Raises IB_EVENT_CQ_ERR on the CQ (a user CQ's: uverbs queues it as an async event). */
+void rust_ib_cq_error(struct ib_cq *ibcq)
+{
+	struct ib_event ev = {
+		.device = ibcq->device,
+		.element.cq = ibcq,
+		.event = IB_EVENT_CQ_ERR,
+	};
+
+	if (ibcq->event_handler)
+		ibcq->event_handler(&ev, ibcq->cq_context);
+}
+
 bool rust_ib_modify_qp_is_ok(u32 cur, u32 next, u32 qp_type, u32 mask)
 {
 	if (cur > IB_QPS_ERR || next > IB_QPS_ERR || qp_type >= IB_QPT_MAX)

@@ -152,6 +152,7 @@ void rust_ib_device_unregister(struct ib_device *ibdev);
 void rust_ib_device_dealloc(struct ib_device *ibdev);
 const char *rust_ib_device_name(struct ib_device *ibdev);
 void rust_ib_cq_event(struct ib_cq *ibcq);
+void rust_ib_cq_error(struct ib_cq *ibcq);
 bool rust_ib_modify_qp_is_ok(u32 cur, u32 next, u32 qp_type, u32 mask);
 
 #endif /* RUST_HELPERS_IB_DEVICE_H */

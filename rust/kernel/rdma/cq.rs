@@ -11,8 +11,9 @@ use kernel::{
     sync::{Arc, SpinLockIrq},
 };
 
-/// Raises the completion event of one CQ (`ib_cq.comp_handler`: for a
-/// user CQ, uverbs wakes the consumer's completion channel).
+/// Raises the events of one CQ: completions (`ib_cq.comp_handler`: for a
+/// user CQ, uverbs wakes the consumer's completion channel) and errors
+/// (`ib_cq.event_handler`).
 ///
 /// Handed to [`super::device::Driver::create_cq`]. The abstraction revokes
 /// it before the driver's `destroy_cq` runs, so an event raised late does
@@ -51,6 +52,16 @@ impl CqNotifier {
             // SAFETY: `p` is a live `ib_cq` while set (type invariant); the
             // lock keeps `revoke` from completing meanwhile.
             unsafe { ffi::rust_ib_cq_event(p.as_ptr()) };
+        }
+    }
+
+    /// Raises `IB_EVENT_CQ_ERR` on the CQ (a completion was lost: the CQ
+    /// overflowed), unless the CQ is being destroyed.
+    pub fn error(&self) {
+        let cq = self.cq.lock();
+        if let Some(p) = *cq {
+            // SAFETY: As in `notify`.
+            unsafe { ffi::rust_ib_cq_error(p.as_ptr()) };
         }
     }
 

@@ -79,5 +79,6 @@ extern "C" {
     pub(super) fn rust_ib_device_dealloc(ibdev: *mut c_void);
     pub(super) fn rust_ib_device_name(ibdev: *mut c_void) -> *const c_char;
     pub(super) fn rust_ib_cq_event(ibcq: *mut c_void);
+    pub(super) fn rust_ib_cq_error(ibcq: *mut c_void);
     pub(super) fn rust_ib_modify_qp_is_ok(cur: u32, next: u32, qp_type: u32, mask: u32) -> bool;
 }

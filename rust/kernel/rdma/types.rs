@@ -455,8 +455,9 @@ pub mod access {
     pub const REMOTE_ATOMIC: u32 = 1 << 3;
     /// Memory windows may be bound.
     pub const MW_BIND: u32 = 1 << 4;
-    /// `IB_ACCESS_OPTIONAL`: hints a device may ignore.
-    pub const OPTIONAL: u32 = 0x07f0_0000;
+    /// `IB_ACCESS_OPTIONAL` (`IB_UVERBS_ACCESS_OPTIONAL_RANGE`, bits 20
+    /// to 29): hints a device may ignore, such as relaxed ordering.
+    pub const OPTIONAL: u32 = 0x3ff0_0000;
 }
 
 /// `enum ib_cq_notify_flags`.

@@ -47,8 +47,9 @@ impl Cq {
         )
     }
 
-    /// Adds `wc`. A full CQ loses it (and says so once): the consumer
-    /// sized the CQ below its queues, as verbs forbids.
+    /// Adds `wc`. A full CQ loses it, logs that once and raises
+    /// `IB_EVENT_CQ_ERR` each time, as rxe does: the consumer sized the CQ
+    /// below its queues, as verbs forbids.
     pub(crate) fn push(&self, wc: Wc, solicited: bool) {
         let mut st = self.state.lock();
         if st.entries.push(wc).is_err() {
@@ -59,6 +60,8 @@ impl Cq {
                 );
             }
             st.overflowed = true;
+            drop(st);
+            self.notifier.error();
             return;
         }
         let fire = match st.armed {

@@ -232,10 +232,18 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
                 peer.enter_error();
                 return Outcome::Failed(wc_status::REM_INV_REQ_ERR);
             }
-            let Some(remote) = resolve_remote(&peer, wqe, want, len) else {
-                // The responder NAKs the access; both ends go to ERR.
-                peer.enter_error();
-                return Outcome::Failed(wc_status::REM_ACCESS_ERR);
+            // Zero bytes name no remote memory: the responder checks no
+            // R_Key then (IBTA 9.7.4.1.2; rxe does the same).
+            let remote = match len {
+                0 => None,
+                _ => match resolve_remote(&peer, wqe, want, len) {
+                    Some(r) => Some(r),
+                    None => {
+                        // The responder NAKs the access; both ends go to ERR.
+                        peer.enter_error();
+                        return Outcome::Failed(wc_status::REM_ACCESS_ERR);
+                    }
+                },
             };
             let recv = if wqe.opcode == wr_opcode::RDMA_WRITE_WITH_IMM {
                 match wait_recv(qp, &peer) {
@@ -245,14 +253,16 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
             } else {
                 None
             };
-            let remote = [remote];
-            let copied = if reads {
-                copy_pieces(qp, &local, &remote)
-            } else {
-                copy_pieces(qp, &remote, &local)
-            };
-            if let Err(e) = copied {
-                return copy_failed(e, &[&local, &remote]);
+            if let Some(remote) = remote {
+                let remote = [remote];
+                let copied = if reads {
+                    copy_pieces(qp, &local, &remote)
+                } else {
+                    copy_pieces(qp, &remote, &local)
+                };
+                if let Err(e) = copied {
+                    return copy_failed(e, &[&local, &remote]);
+                }
             }
             if let Some(r) = recv {
                 peer.complete_recv(

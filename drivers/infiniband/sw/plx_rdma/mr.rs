@@ -27,7 +27,14 @@ use kernel::{
 };
 
 /// Access bits a region may be registered with.
-const SUPPORTED: u32 = access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ;
+///
+/// `REMOTE_ATOMIC` is granted, as rxe grants it, though no peer can use it:
+/// the device reports no atomic capability (`atomic_cap` none) and refuses
+/// atomic work requests at post. UCX and MPI register every region with
+/// it by default, and a registration that fails stops them before any
+/// atomic is asked for.
+const SUPPORTED: u32 =
+    access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
 
 /// Set in [`Mr::busy`] once the region is deregistered: the work request
 /// that then drops the count to this value wakes the deregistration.
@@ -158,8 +165,11 @@ impl MrTable {
         if rights & !SUPPORTED != 0 {
             return Err(EOPNOTSUPP);
         }
-        // Remote write needs local write, as verbs requires.
-        if rights & access::REMOTE_WRITE != 0 && rights & access::LOCAL_WRITE == 0 {
+        // Remote write and remote atomics need local write, as verbs
+        // requires.
+        if rights & (access::REMOTE_WRITE | access::REMOTE_ATOMIC) != 0
+            && rights & access::LOCAL_WRITE == 0
+        {
             return Err(EINVAL);
         }
         if length == 0 || iova.checked_add(length).is_none() {

@@ -18,6 +18,8 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -811,6 +813,133 @@ TEST_F(pair, send_0B)
 		EXPECT_EQ(0, wc[i].byte_len);
 	}
 	EXPECT_EQ(-1, first_not(self->dst, 64, CANARY));
+}
+
+/*
+ * Zero-length RDMA WRITE and READ name no remote memory: they complete
+ * without an R_Key check (a key of 0 here), move nothing, and leave both
+ * QPs ready for the next request.
+ */
+TEST_F(pair, write_and_read_0B)
+{
+	struct ibv_send_wr wr = { .wr_id = 1, .num_sge = 0, .opcode = IBV_WR_RDMA_WRITE,
+				  .send_flags = IBV_SEND_SIGNALED,
+				  .wr.rdma = { .remote_addr = (uintptr_t)self->dst, .rkey = 0 } }, *bad;
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				  IBV_ACCESS_REMOTE_READ, 7));
+	ASSERT_EQ(0, ibv_post_send(self->a, &wr, &bad));
+	ASSERT_EQ(1, poll_n(self->cq, &wc, 1));
+	report_wc(_metadata, "write_0B", &wc);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	wr.wr_id = 2;
+	wr.opcode = IBV_WR_RDMA_READ;
+	ASSERT_EQ(0, ibv_post_send(self->a, &wr, &bad));
+	ASSERT_EQ(1, poll_n(self->cq, &wc, 1));
+	report_wc(_metadata, "read_0B", &wc);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(-1, first_not(self->dst, BUF, CANARY));
+	OUTCOME("states a=%d b=%d", qp_state(self->a), qp_state(self->b));
+	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->a));
+	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->b));
+	/* And a real write still goes through. */
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_RDMA_WRITE, self->src, 64, self->src_mr->lkey,
+			       (uintptr_t)self->dst, self->dst_mr->rkey, 0, IBV_SEND_SIGNALED, 3));
+	ASSERT_EQ(1, poll_n(self->cq, &wc, 1));
+	report_wc(_metadata, "write_64B_after", &wc);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(0, memcmp(self->src, self->dst, 64));
+}
+
+/*
+ * The access flags applications register with: remote atomics (UCX and
+ * MPI register every region with them), relaxed ordering and any other
+ * bit of the optional range (hints a device may ignore) are accepted;
+ * remote atomics without local write are refused, as verbs requires.
+ */
+TEST_F(pair, reg_mr_access_flags)
+{
+	static const struct {
+		const char *name;
+		int access;
+		int ok;
+	} cases[] = {
+		{ "remote_atomic", IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC, 1 },
+		{ "ucx_default", IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, 1 },
+		{ "relaxed_ordering", IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING, 1 },
+		{ "optional_bit_29", IBV_ACCESS_LOCAL_WRITE | (1 << 29), 1 },
+		{ "remote_atomic_without_local_write", IBV_ACCESS_REMOTE_ATOMIC, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct ibv_mr *mr;
+
+		errno = 0;
+		mr = ibv_reg_mr(self->pd, self->src, PAGE, cases[i].access);
+		OUTCOME("%s=%s", cases[i].name, mr ? "accepted" : "refused");
+		EXPECT_EQ(cases[i].ok, mr != NULL)
+			TH_LOG("%s: %s", cases[i].name, strerror(errno));
+		if (mr)
+			EXPECT_EQ(0, ibv_dereg_mr(mr));
+	}
+}
+
+/*
+ * A CQ that overflows raises IB_EVENT_CQ_ERR, an async event of the
+ * context: its consumer learns that completions were lost instead of
+ * waiting for them.  The writes go to a CQ of its own, never polled.
+ */
+TEST_F(pair, cq_overflow_raises_cq_err)
+{
+	struct ibv_qp_init_attr ia = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = DEPTH, .max_recv_wr = 1, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct pollfd pfd = { .events = POLLIN };
+	struct ibv_async_event ev;
+	struct ibv_cq *small;
+	struct ibv_qp *old_a = self->a;
+	int posted = 0, refused = 0, cq_err = 0;
+
+	small = ibv_create_cq(self->ctx, 1, NULL, NULL, 0);
+	ASSERT_NE(NULL, small);
+	ia.send_cq = small;
+	ia.recv_cq = self->cq;
+	self->a = ibv_create_qp(self->pd, &ia);
+	ASSERT_NE(NULL, self->a);
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 7));
+	ASSERT_EQ(0, fcntl(self->ctx->async_fd, F_SETFL,
+			   fcntl(self->ctx->async_fd, F_GETFL) | O_NONBLOCK));
+	/* Twice the CQ's size in signalled writes, a send queue at a time. */
+	while (posted < 2 * small->cqe + 2) {
+		if (post_rdma(self->a, IBV_WR_RDMA_WRITE, self->src, 64, self->src_mr->lkey,
+			      (uintptr_t)self->dst, self->dst_mr->rkey, 0, IBV_SEND_SIGNALED,
+			      posted)) {
+			/* The send queue is full: let the writes complete. */
+			if (++refused > 500)
+				break;
+			usleep(10000);
+		} else {
+			posted++;
+		}
+	}
+	pfd.fd = self->ctx->async_fd;
+	while (poll(&pfd, 1, 5000) == 1 && !ibv_get_async_event(self->ctx, &ev)) {
+		if (ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == small)
+			cq_err = 1;
+		ibv_ack_async_event(&ev);
+		if (cq_err)
+			break;
+	}
+	OUTCOME("cq_err=%s", cq_err ? "raised" : "none");
+	EXPECT_TRUE(cq_err) TH_LOG("%d writes on a CQ of %d entries raised no CQ error",
+				   posted, small->cqe);
+	ibv_destroy_qp(self->a);
+	self->a = old_a;
+	ibv_destroy_cq(small);
 }
 
 /* Sixteen writes in flight complete in order, every one copied. */
