@@ -150,6 +150,15 @@ check "rdma link delete rxe0" rdma link delete rxe0
 check "rmmod rdma_rxe" rmmod rdma_rxe
 
 check "rmmod plx_rdma" rmmod plx_rdma
+# One channel serves every QP: a copy that finds its ring full (two
+# descriptors here, four QPs writing at once) waits for room within its
+# time instead of failing the request.
+check "rust_plx_dma reloaded with ring_size=2" sh -c 'rmmod rust_plx_dma && modprobe rust_plx_dma ring_size=2'
+check "modprobe plx_rdma ifindex=$IFINDEX on the 2-descriptor ring" modprobe plx_rdma ifindex="$IFINDEX"
+check "ib_write_bw -q 4 completes on a 2-descriptor ring" perf_pair ib_write_bw -q 4 -s 65536 -n 100
+check "ibv_rc_pingpong -s 65536 -c on a 2-descriptor ring" pingpong 65536 20
+check "rmmod plx_rdma" rmmod plx_rdma
+check "rust_plx_dma reloaded with its default ring" sh -c 'rmmod rust_plx_dma && modprobe rust_plx_dma'
 check "modprobe plx_rdma channel=0 (CPU data path)" modprobe plx_rdma channel=0 ifindex="$IFINDEX"
 check "plx_rdma0 says the CPU moves data" sh -c "grep -q '^data_path: cpu' $STATS"
 check "ibv_rc_pingpong -s 65536 -c on the CPU path" pingpong 65536 20

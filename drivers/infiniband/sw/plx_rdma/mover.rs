@@ -22,12 +22,17 @@ use kernel::{
     new_condvar, new_spinlock_irq,
     prelude::*,
     sync::{Arc, ArcBorrow, CondVar, CondVarTimeoutResult, SpinLockIrq},
-    time::msecs_to_jiffies,
+    time::{delay::fsleep, msecs_to_jiffies, Delta, Instant, Monotonic},
 };
 
 /// How long one work request's copies may take before the channel is
-/// stopped and the request fails.
-const COPY_TIMEOUT_MS: u32 = 10_000;
+/// stopped and the request fails: a base, waits for ring space included,
+/// and a millisecond per 64 KiB, so that a long copy on a slow engine is
+/// not taken for a stuck one.
+fn copy_timeout_ms(len: u64) -> u32 {
+    const BASE_MS: u64 = 10_000;
+    u32::try_from(BASE_MS + (len >> 16)).unwrap_or(u32::MAX)
+}
 
 /// How a copy failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,17 +134,33 @@ impl Mover {
             GFP_KERNEL,
         )
         .map_err(|_| CopyError::Failed)?;
+        let timeout_ms = copy_timeout_ms(len);
+        let start = Instant::<Monotonic>::now();
         let mut sent = 0u32;
-        for (i, c) in chunks().enumerate() {
+        'submit: for (i, c) in chunks().enumerate() {
             let last = i + 1 == count as usize;
-            // SAFETY: The chunk lies in `dst` and `src`, regions mapped for
-            // `chan`'s device that the caller holds for this call; it
-            // returns only once every chunk ended or the channel stopped,
-            // and when it cannot be stopped (`CopyError::Stuck`) the caller
-            // leaks the regions, never unmapped.
-            let submitted = unsafe { chan.submit(c.dst, c.src, c.len as usize, last, &batch, 0) };
-            if submitted.is_err() {
-                break;
+            loop {
+                // SAFETY: The chunk lies in `dst` and `src`, regions mapped
+                // for `chan`'s device that the caller holds for this call;
+                // it returns only once every chunk ended or the channel
+                // stopped, and when it cannot be stopped
+                // (`CopyError::Stuck`) the caller leaks the regions, never
+                // unmapped.
+                let submitted =
+                    unsafe { chan.submit(c.dst, c.src, c.len as usize, last, &batch, 0) };
+                match submitted {
+                    Ok(_) => break,
+                    // The ring is full (of every QP's descriptors): start
+                    // what is queued and wait for room, within the copy's
+                    // time, instead of failing the request.
+                    Err(e)
+                        if e == ENOSPC && start.elapsed().as_millis() < i64::from(timeout_ms) =>
+                    {
+                        chan.issue_pending();
+                        fsleep(Delta::from_micros(200));
+                    }
+                    Err(_) => break 'submit,
+                }
             }
             sent += 1;
         }
@@ -150,7 +171,7 @@ impl Mover {
             st.left = st.left.saturating_sub(count - sent);
         }
         chan.issue_pending();
-        let mut left = msecs_to_jiffies(COPY_TIMEOUT_MS);
+        let mut left = msecs_to_jiffies(timeout_ms);
         let mut st = batch.state.lock();
         while st.left > 0 {
             match batch.done.wait_interruptible_timeout(&mut st, left) {
@@ -168,7 +189,7 @@ impl Mover {
                 "{}: copy of {} bytes unfinished after {} ms: stopping the channel\n",
                 chan.name(),
                 len,
-                COPY_TIMEOUT_MS
+                timeout_ms
             );
             return Err(match chan.terminate() {
                 Ok(()) => CopyError::Failed,

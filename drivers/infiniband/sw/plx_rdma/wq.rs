@@ -5,7 +5,7 @@
 //! Its storage is allocated when the QP is created, so posting never
 //! allocates (post_send and post_recv must not sleep).
 
-use kernel::prelude::*;
+use kernel::{alloc::flags::GFP_KERNEL_ACCOUNT, prelude::*};
 
 /// A ring of at most `capacity` entries.
 pub(crate) struct WorkQueue<T> {
@@ -18,9 +18,11 @@ impl<T> WorkQueue<T> {
     /// An empty queue of `capacity` entries (at least one).
     pub(crate) fn new(capacity: usize) -> Result<Self> {
         let capacity = capacity.max(1);
-        let mut slots = KVVec::with_capacity(capacity, GFP_KERNEL)?;
+        // Charged to the creating task's memory cgroup: a user sizes its
+        // queues, and must not be able to take the system's memory.
+        let mut slots = KVVec::with_capacity(capacity, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..capacity {
-            slots.push(None, GFP_KERNEL)?;
+            slots.push(None, GFP_KERNEL_ACCOUNT)?;
         }
         Ok(Self {
             slots,
