@@ -41,7 +41,7 @@ list=$(in_root bash -c '
 	plx=$1 rxe=$2 provdir=$3
 	libdir=/usr/lib/$(gcc -print-multiarch)
 	bins=()
-	for t in ibv_devinfo ibv_devices ibv_rc_pingpong rping ib_write_bw \
+	for t in ibv_devinfo ibv_devices ibv_rc_pingpong rping rstream rdma_server rdma_client ib_write_bw \
 		ib_read_bw ib_send_lat rdma ip; do
 		f=$(command -v "$t") || { echo "missing tool $t" >&2; exit 1; }
 		bins+=("$f")

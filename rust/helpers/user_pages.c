@@ -255,3 +255,24 @@ void rust_user_dma_cpu_copy(struct rust_user_dma *dst, size_t dst_off,
 		len -= n;
 	}
 }
+
+/*
+ * CPU copy of @len bytes from @buf to offset @dst_off of @dst's range,
+ * through the pinned pages.  The caller checked the range and that @dst is
+ * writable.
+ */
+void rust_user_dma_write(struct rust_user_dma *dst, size_t dst_off,
+			 const void *buf, size_t len)
+{
+	while (len) {
+		size_t d = dst->offset + dst_off;
+		size_t n = min(len, PAGE_SIZE - offset_in_page(d));
+		void *to = kmap_local_page(dst->pages[d >> PAGE_SHIFT]);
+
+		memcpy(to + offset_in_page(d), buf, n);
+		kunmap_local(to);
+		buf += n;
+		dst_off += n;
+		len -= n;
+	}
+}

@@ -45,6 +45,12 @@ mod ffi {
             max: c_uint,
         ) -> c_uint;
         pub(super) fn rust_user_dma_unmap(ud: *mut c_void);
+        pub(super) fn rust_user_dma_write(
+            dst: *mut c_void,
+            dst_off: usize,
+            buf: *const c_void,
+            len: usize,
+        );
         pub(super) fn rust_user_dma_cpu_copy(
             dst: *mut c_void,
             dst_off: usize,
@@ -122,7 +128,7 @@ pub struct UserDma {
 // device is kept alive by the object's own reference.
 unsafe impl Send for UserDma {}
 // SAFETY: No `&self` method changes the C object or the Rust fields.
-// `cpu_copy` writes the pinned pages through `&self`, but those are user
+// `cpu_copy` and `write_at` write the pinned pages through `&self`, but those are user
 // memory, which no Rust reference covers: user space and devices write it
 // concurrently in any case, so two copies into one range race only as
 // user space's own stores would.
@@ -293,6 +299,24 @@ impl UserDma {
         // pages; the ranges were checked above and `dst` is writable.
         unsafe {
             ffi::rust_user_dma_cpu_copy(dst.raw.as_ptr(), dst_off, src.raw.as_ptr(), src_off, len)
+        };
+        Ok(())
+    }
+
+    /// Copies `bytes` with the CPU to offset `off` of the range.
+    ///
+    /// `EFAULT` if the range does not hold them or was not pinned
+    /// writable; nothing is copied then.
+    pub fn write_at(&self, off: usize, bytes: &[u8]) -> Result {
+        let fits = off.checked_add(bytes.len()).is_some_and(|e| e <= self.len);
+        if !fits || !self.access.writes() {
+            return Err(EFAULT);
+        }
+        // SAFETY: The object is live (borrowed) and owns its pinned pages;
+        // the range was checked above and is writable; `bytes` is readable
+        // for its length.
+        unsafe {
+            ffi::rust_user_dma_write(self.raw.as_ptr(), off, bytes.as_ptr().cast(), bytes.len())
         };
         Ok(())
     }

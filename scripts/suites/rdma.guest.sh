@@ -89,6 +89,7 @@ perf_pair() {
 check "ib_write_bw completes on plx_rdma0" perf_pair ib_write_bw -s 65536 -n 200
 check "ib_read_bw completes on plx_rdma0" perf_pair ib_read_bw -s 65536 -n 200
 check "ib_send_lat completes on plx_rdma0" perf_pair ib_send_lat -s 64 -n 200 -I 0
+check "ib_send_lat with its default inline data completes on plx_rdma0" perf_pair ib_send_lat -s 64 -n 200
 
 # rping: rdma_cm resolves $IP to plx_rdma0, the connection manager's
 # messages travel as MADs on the GSI QP, then the client and the server
@@ -114,6 +115,28 @@ check "the CM's MADs went through plx_rdma0's GSI QP (datagrams $dg_before -> $d
 	test "$dg_after" -gt "$dg_before"
 check "rping to an address of no RDMA device fails cleanly" \
 	sh -c '! timeout 20 rping -c -a 10.99.0.1 -C 1 >/tmp/rping-bad.log 2>&1'
+
+# rdma_cm's own example pair (rdma_create_ep with a little inline space,
+# an inline SEND each way), and rsockets (rstream: inline data and RDMA
+# WRITE with immediate under a stream socket API).
+# cm_pair NAME "SERVER COMMAND" "CLIENT COMMAND" (words split on spaces).
+cm_pair() {
+	name=$1
+	timeout 60 $2 >/tmp/$name-server.log 2>&1 &
+	srv=$!
+	sleep 1
+	timeout 60 $3 >/tmp/$name-client.log 2>&1
+	crc=$?
+	wait "$srv"
+	src=$?
+	sed "s/^/# $name client: /" /tmp/$name-client.log | head -n 5
+	sed "s/^/# $name server: /" /tmp/$name-server.log | head -n 5
+	test "$crc" -eq 0 && test "$src" -eq 0
+}
+check "rdma_server and rdma_client (rdma_create_ep, inline SENDs) connect and exchange" \
+	cm_pair rdma_ex "rdma_server -s $IP" "rdma_client -s $IP"
+check "rstream (rsockets) moves 100 messages of 4 KiB both ways" \
+	cm_pair rstream "rstream -b $IP -C 100 -S 4096" "rstream -s $IP -C 100 -S 4096"
 
 # The verbs kselftests on plx_rdma: every case checks its own outcome.
 PLX_RDMA_DEV=plx_rdma0 verbs_test >/tmp/verbs-plx.tap 2>&1

@@ -161,6 +161,24 @@ fn copy_pieces(qp: &Qp, dst: &[Piece], src: &[Piece]) -> core::result::Result<()
     Ok(())
 }
 
+/// Writes an inline request's `bytes` into `dst`, in list order, with the
+/// CPU: they are in the kernel already, and few.
+fn place_inline(dst: &[Piece], bytes: &[u8]) -> core::result::Result<(), CopyError> {
+    let mut from = 0usize;
+    for d in dst {
+        if from == bytes.len() {
+            break;
+        }
+        let n = (bytes.len() - from).min(usize::try_from(d.len).unwrap_or(usize::MAX));
+        let off = usize::try_from(d.offset).map_err(|_| CopyError::Failed)?;
+        d.mr.mem
+            .write_at(off, &bytes[from..from + n])
+            .map_err(|_| CopyError::Failed)?;
+        from += n;
+    }
+    Ok(())
+}
+
 /// The work completion status of a failed copy; a stuck channel keeps
 /// every region involved pinned for good.
 fn copy_failed(e: CopyError, regions: &[&[Piece]]) -> Outcome {
@@ -211,10 +229,14 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
         return Outcome::Failed(wc_status::LOC_LEN_ERR);
     };
     let reads = wqe.opcode == wr_opcode::RDMA_READ;
-    // An RDMA READ writes the local list; everything else reads it.
-    let local = match resolve(qp, wqe.sges(), if reads { access::LOCAL_WRITE } else { 0 }) {
-        Ok(l) => l,
-        Err(()) => return Outcome::Failed(wc_status::LOC_PROT_ERR),
+    // An RDMA READ writes the local list; everything else reads it. An
+    // inline request's bytes were copied at post: its list names no region.
+    let local = match &wqe.inline {
+        Some(_) => KVec::new(),
+        None => match resolve(qp, wqe.sges(), if reads { access::LOCAL_WRITE } else { 0 }) {
+            Ok(l) => l,
+            Err(()) => return Outcome::Failed(wc_status::LOC_PROT_ERR),
+        },
     };
     let Some(peer) = peer_of(qp) else {
         return Outcome::Failed(wc_status::RETRY_EXC_ERR);
@@ -255,10 +277,10 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
             };
             if let Some(remote) = remote {
                 let remote = [remote];
-                let copied = if reads {
-                    copy_pieces(qp, &local, &remote)
-                } else {
-                    copy_pieces(qp, &remote, &local)
+                let copied = match &wqe.inline {
+                    Some(bytes) => place_inline(&remote, bytes),
+                    None if reads => copy_pieces(qp, &local, &remote),
+                    None => copy_pieces(qp, &remote, &local),
                 };
                 if let Err(e) = copied {
                     return copy_failed(e, &[&local, &remote]);
@@ -310,7 +332,11 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
                 peer.enter_error();
                 return Outcome::Failed(wc_status::REM_OP_ERR);
             };
-            if let Err(e) = copy_pieces(qp, &dst, &local) {
+            let copied = match &wqe.inline {
+                Some(bytes) => place_inline(&dst, bytes),
+                None => copy_pieces(qp, &dst, &local),
+            };
+            if let Err(e) = copied {
                 peer.complete_recv(recv_wc(wc_status::LOC_QP_OP_ERR, 0), false);
                 return copy_failed(e, &[&local, &dst]);
             }

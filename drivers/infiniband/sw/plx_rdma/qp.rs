@@ -28,9 +28,11 @@ use crate::rdma::{
 };
 use crate::{cq::Cq, pd::Pd, stats::Stats, wq::WorkQueue, Device};
 use kernel::{
+    alloc::flags::GFP_KERNEL_ACCOUNT,
     impl_has_work, new_condvar, new_spinlock, new_work,
     prelude::*,
     sync::{Arc, CondVar, SpinLock},
+    uaccess::{UserPtr, UserSlice},
     workqueue::{self, Work, WorkItem},
 };
 
@@ -42,6 +44,8 @@ pub(crate) const MAX_WR: u32 = 1024;
 const MAX_MTU: u32 = 5;
 /// Outstanding RDMA READs, either side.
 const MAX_RD_ATOMIC: u32 = 16;
+/// The most inline data a send request may carry (`max_inline_data`).
+pub(crate) const MAX_INLINE: u32 = 256;
 /// Access bits a QP may grant its peer.
 const QP_ACCESS: u32 =
     access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
@@ -63,6 +67,9 @@ pub(crate) struct SendWqe {
     pub(crate) ud: Option<UdDest>,
     /// The gather list as kernel memory (kernel QP).
     pub(crate) kmem: Option<KernelList>,
+    /// An inline request's bytes, copied at post time; its gather list
+    /// then names no region.
+    pub(crate) inline: Option<KVec<u8>>,
 }
 
 impl SendWqe {
@@ -72,7 +79,10 @@ impl SendWqe {
 
     /// Bytes the request moves.
     pub(crate) fn len(&self) -> u64 {
-        self.sges().iter().map(|s| u64::from(s.length)).sum()
+        match &self.inline {
+            Some(b) => b.len() as u64,
+            None => self.sges().iter().map(|s| u64::from(s.length)).sum(),
+        }
     }
 
     /// The opcode of its work completion.
@@ -176,11 +186,13 @@ impl Qp {
         init.max_recv_wr = grant(init.max_recv_wr, MAX_WR)?.max(1);
         init.max_send_sge = grant(init.max_send_sge, MAX_SGE)?;
         init.max_recv_sge = grant(init.max_recv_sge, MAX_SGE)?;
-        // Inline data is not supported (the provider posts through the
-        // kernel, which has no room for it).
-        if init.max_inline_data != 0 {
-            return Err(EINVAL);
-        }
+        // Inline data is copied from the poster's memory at post time
+        // (user QPs only: the GSI QP's consumer never asks for it).
+        init.max_inline_data = match kernel {
+            false => grant(init.max_inline_data, MAX_INLINE)?,
+            true if init.max_inline_data == 0 => 0,
+            true => return Err(EINVAL),
+        };
         let sq = WorkQueue::new(init.max_send_wr as usize)?;
         let rq = WorkQueue::new(init.max_recv_wr as usize)?;
         let attr = QpAttr {
@@ -191,6 +203,7 @@ impl Qp {
             max_recv_wr: init.max_recv_wr,
             max_send_sge: init.max_send_sge,
             max_recv_sge: init.max_recv_sge,
+            max_inline_data: init.max_inline_data,
             sq_sig_all: init.sq_sig_all,
             ..QpAttr::default()
         };
@@ -265,7 +278,7 @@ impl Qp {
                 || attr.max_recv_wr > st.attr.max_recv_wr
                 || attr.max_send_sge > st.attr.max_send_sge
                 || attr.max_recv_sge > st.attr.max_recv_sge
-                || attr.max_inline_data != 0)
+                || attr.max_inline_data > st.attr.max_inline_data)
         {
             return Err(EINVAL);
         }
@@ -353,9 +366,36 @@ impl Qp {
         out.sq_draining = u32::from(st.state == qp_state::SQD && !st.sq.is_empty());
     }
 
+    /// The bytes of an inline request, read from the poster's memory now
+    /// (its keys are not looked at: verbs lets the buffer be reused as
+    /// soon as the post returns). `EINVAL` for a kernel QP, an RDMA READ
+    /// or more than [`MAX_INLINE`] bytes, `EFAULT` for memory the poster
+    /// cannot read.
+    fn read_inline(&self, wr: &SendWr<'_>) -> Result<KVec<u8>> {
+        if self.kernel || wr.opcode == wr_opcode::RDMA_READ {
+            return Err(EINVAL);
+        }
+        let total: u64 = wr.sges.iter().map(|s| u64::from(s.length)).sum();
+        if total > u64::from(MAX_INLINE) {
+            return Err(EINVAL);
+        }
+        let mut bytes = KVec::with_capacity(total as usize, GFP_KERNEL_ACCOUNT)?;
+        for s in wr.sges.iter().filter(|s| s.length != 0) {
+            let addr = usize::try_from(s.addr).map_err(|_| EFAULT)?;
+            UserSlice::new(UserPtr::from_addr(addr), s.length as usize)
+                .read_all(&mut bytes, GFP_KERNEL_ACCOUNT)?;
+        }
+        Ok(bytes)
+    }
+
     /// Queues a send request; `EINVAL` before RTS or for a request the
     /// device does not take, `ENOMEM` when the send queue is full.
     pub(crate) fn post_send(self: &Arc<Self>, wr: &SendWr<'_>) -> Result {
+        // Read before the lock: reading the poster's memory may fault.
+        let inline = match wr.send_flags & send_flags::INLINE {
+            0 => None,
+            _ => Some(self.read_inline(wr)?),
+        };
         let mut st = self.state.lock();
         if st.dead {
             return Err(EINVAL);
@@ -372,7 +412,10 @@ impl Qp {
                 if !datagram => {}
             _ => return Err(EINVAL),
         }
-        if wr.sges.len() > st.attr.max_send_sge as usize || wr.send_flags & send_flags::INLINE != 0
+        if wr.sges.len() > st.attr.max_send_sge as usize
+            || inline
+                .as_ref()
+                .is_some_and(|b| b.len() > st.attr.max_inline_data as usize)
         {
             return Err(EINVAL);
         }
@@ -392,6 +435,7 @@ impl Qp {
             num_sge: wr.sges.len(),
             ud: wr.ud,
             kmem,
+            inline,
         };
         wqe.sges[..wr.sges.len()].copy_from_slice(wr.sges);
         st.sq.push(wqe)?;

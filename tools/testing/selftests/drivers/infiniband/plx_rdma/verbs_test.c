@@ -942,6 +942,71 @@ TEST_F(pair, cq_overflow_raises_cq_err)
 	ibv_destroy_cq(small);
 }
 
+/*
+ * Inline data: QPs created with max_inline_data get at least that much,
+ * and a SEND or RDMA WRITE posted with IBV_SEND_INLINE carries bytes from
+ * an unregistered buffer (no key at all), which the poster may reuse as
+ * soon as the post returns.
+ */
+TEST_F(pair, inline_send_and_write)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = self->cq, .recv_cq = self->cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = DEPTH, .max_recv_wr = DEPTH, .max_send_sge = 1,
+			 .max_recv_sge = 1, .max_inline_data = 64 },
+	};
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qia;
+	unsigned char msg[64];
+	struct ibv_sge sge = { .addr = (uintptr_t)msg, .length = sizeof(msg), .lkey = 0 };
+	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE }, *bad;
+	struct ibv_wc wc[2];
+
+	ibv_destroy_qp(self->a);
+	ibv_destroy_qp(self->b);
+	self->a = ibv_create_qp(self->pd, &ia);
+	self->b = ibv_create_qp(self->pd, &ia);
+	ASSERT_NE(NULL, self->a) TH_LOG("create_qp with inline data: %s", strerror(errno));
+	ASSERT_NE(NULL, self->b);
+	EXPECT_LE(64, ia.cap.max_inline_data);
+	ASSERT_EQ(0, ibv_query_qp(self->a, &qa, IBV_QP_CAP, &qia));
+	OUTCOME("granted_at_least_64=%d", qa.cap.max_inline_data >= 64);
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 7));
+
+	ASSERT_EQ(0, post_recv(self->b, self->dst, 64, self->dst_mr->lkey, 2));
+	for (size_t i = 0; i < sizeof(msg); i++)
+		msg[i] = (unsigned char)(i + 101);
+	ASSERT_EQ(0, ibv_post_send(self->a, &wr, &bad));
+	memset(msg, 0, sizeof(msg));	/* the post took the bytes */
+	ASSERT_EQ(2, poll_n(self->cq, wc, 2));
+	for (int i = 0; i < 2; i++) {
+		report_wc(_metadata, wc[i].wr_id == 1 ? "inline_send" : "recv", &wc[i]);
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status);
+	}
+	for (size_t i = 0; i < sizeof(msg); i++) {
+		ASSERT_EQ((unsigned char)(i + 101), self->dst[i]) TH_LOG("send byte %zu", i);
+	}
+
+	for (size_t i = 0; i < sizeof(msg); i++)
+		msg[i] = (unsigned char)(i + 7);
+	wr.wr_id = 3;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.wr.rdma.remote_addr = (uintptr_t)self->dst + 4096;
+	wr.wr.rdma.rkey = self->dst_mr->rkey;
+	ASSERT_EQ(0, ibv_post_send(self->a, &wr, &bad));
+	memset(msg, 0, sizeof(msg));
+	ASSERT_EQ(1, poll_n(self->cq, wc, 1));
+	report_wc(_metadata, "inline_write", &wc[0]);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc[0].status);
+	for (size_t i = 0; i < sizeof(msg); i++) {
+		ASSERT_EQ((unsigned char)(i + 7), self->dst[4096 + i]) TH_LOG("write byte %zu", i);
+	}
+	EXPECT_EQ(-1, first_not(self->dst + 64, 4096 - 64, CANARY));
+	EXPECT_EQ(-1, first_not(self->dst + 4096 + 64, BUF - 4096 - 64, CANARY));
+}
+
 /* Sixteen writes in flight complete in order, every one copied. */
 TEST_F(pair, sixteen_writes_in_order)
 {
