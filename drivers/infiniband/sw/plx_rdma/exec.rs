@@ -191,9 +191,19 @@ fn copy_failed(e: CopyError, regions: &[&[Piece]]) -> Outcome {
     Outcome::Failed(wc_status::LOC_QP_OP_ERR)
 }
 
-/// The peer QP, if it exists and answers requests.
+/// The peer QP, if it exists, is an RC QP connected back to `qp` and
+/// answers requests.
+///
+/// Connected back: its own destination is `qp`. That is the connection
+/// state an RC responder keeps, and what stops any local QP from naming
+/// another user's QP as its destination and sending into its receive
+/// buffers, writing its regions or moving it to ERR. The GSI QP is never
+/// an RC peer (rxe drops RC packets to QP1).
 fn peer_of(qp: &Qp) -> Option<Arc<Qp>> {
     let peer = qp.dev.find_qp(qp.dest_qpn()?)?;
+    if peer.qp_type != qp_type::RC || peer.dest_qpn()? != qp.qpn {
+        return None;
+    }
     let state = peer.current_state()?;
     Qp::accepts_requests(state).then_some(peer)
 }

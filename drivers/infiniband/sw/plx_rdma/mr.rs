@@ -5,11 +5,12 @@
 //! A region is pinned (and, with an engine, mapped for the engine's
 //! device) once, at registration, through the same `UserDma` path as the
 //! copy device's buffers, and charged to the registering process's
-//! `RLIMIT_MEMLOCK`. Its key is `index << 8 | generation`: the index
-//! finds the region, and the generation, bumped each time a slot is
-//! reused, makes a stale key from an earlier region fail instead of
-//! reaching its successor. The local and remote keys are equal; a region
-//! without remote access has rkey 0, as in rxe.
+//! `RLIMIT_MEMLOCK`. Its key is `index << 8 | random byte`: the index
+//! (never 0) finds the region; slots are taken in turn, so a stale key
+//! from an earlier region names a free slot for long, and the random byte
+//! makes it fail, most likely, once the slot is taken again. The local and
+//! remote keys are equal; a region without remote access has rkey 0, as in
+//! rxe.
 
 use crate::rdma::types::access;
 use crate::{
@@ -120,10 +121,23 @@ impl Mr {
     }
 }
 
+/// The table's slots. A key is the slot's index (never 0) over a random
+/// byte, as rxe makes them: a deregistered region's key is not handed out
+/// again soon (slots are taken in turn, not last freed first), and keys
+/// cannot be guessed from the registration count. No key is below 256, so
+/// none is 0, the local DMA key.
 struct Slots {
-    regions: KVec<Option<Arc<Mr>>>,
-    generation: KVec<u8>,
-    free: KVec<u32>,
+    regions: KVec<Slot>,
+    /// Where the search for a free slot starts: after the last one taken.
+    next: usize,
+}
+
+/// One entry of the table.
+enum Slot {
+    Free,
+    /// Taken by a registration still making its region.
+    Reserved,
+    Used(Arc<Mr>),
 }
 
 /// The regions of one device, by key.
@@ -136,17 +150,14 @@ pub(crate) struct MrTable {
 impl MrTable {
     /// A table of `max` regions.
     pub(crate) fn new(max: u32) -> Result<impl PinInit<Self, Error>> {
-        let n = max as usize;
+        // Slot 0 stays empty.
+        let n = max as usize + 1;
         let mut regions = KVec::with_capacity(n, GFP_KERNEL)?;
-        let mut generation = KVec::with_capacity(n, GFP_KERNEL)?;
-        let mut free = KVec::with_capacity(n, GFP_KERNEL)?;
-        for i in (0..max).rev() {
-            regions.push(None, GFP_KERNEL)?;
-            generation.push(0u8, GFP_KERNEL)?;
-            free.push(i, GFP_KERNEL)?;
+        for _ in 0..n {
+            regions.push(Slot::Free, GFP_KERNEL)?;
         }
         Ok(try_pin_init!(Self {
-            slots <- new_spinlock!(Slots { regions, generation, free }, "plx_rdma_mrs"),
+            slots <- new_spinlock!(Slots { regions, next: 1 }, "plx_rdma_mrs"),
         }))
     }
 
@@ -186,11 +197,19 @@ impl MrTable {
             Some(d) => UserDma::map(d, start, len, how, PinDuration::Long)?,
             None => UserDma::pin(start, len, how, PinDuration::Long)?,
         };
+        // SAFETY: `get_random_u32` has no precondition.
+        let salt = unsafe { kernel::bindings::get_random_u32() } & 0xff;
         let mut slots = self.slots.lock();
-        let index = slots.free.pop().ok_or(ENOMEM)?;
-        let i = index as usize;
-        slots.generation[i] = slots.generation[i].wrapping_add(1);
-        let key = (index << 8) | u32::from(slots.generation[i]);
+        let n = slots.regions.len();
+        let i = (0..n - 1)
+            .map(|k| 1 + (slots.next - 1 + k) % (n - 1))
+            .find(|&i| matches!(slots.regions[i], Slot::Free))
+            .ok_or(ENOMEM)?;
+        slots.next = i % (n - 1) + 1;
+        // Held while the region is made without the lock; `get` finds no
+        // region under the key until it is in.
+        slots.regions[i] = Slot::Reserved;
+        let key = ((i as u32) << 8) | salt;
         drop(slots);
         let mr = Arc::pin_init(
             try_pin_init!(Mr {
@@ -206,22 +225,19 @@ impl MrTable {
             GFP_KERNEL,
         );
         let mut slots = self.slots.lock();
-        match mr {
-            Ok(mr) => {
-                slots.regions[i] = Some(mr.clone());
-                Ok(mr)
-            }
-            Err(e) => {
-                let _ = slots.free.push_within_capacity(index);
-                Err(e)
-            }
-        }
+        slots.regions[i] = match &mr {
+            Ok(mr) => Slot::Used(mr.clone()),
+            Err(_) => Slot::Free,
+        };
+        mr
     }
 
     /// The live region with key `key`, held for one work request.
     pub(crate) fn get(&self, key: u32) -> Option<MrUse> {
         let slots = self.slots.lock();
-        let mr = slots.regions.get((key >> 8) as usize)?.as_ref()?;
+        let Some(Slot::Used(mr)) = slots.regions.get((key >> 8) as usize) else {
+            return None;
+        };
         if mr.key != key {
             return None;
         }
@@ -236,11 +252,10 @@ impl MrTable {
             let mut slots = self.slots.lock();
             let i = (mr.key >> 8) as usize;
             match slots.regions.get(i) {
-                Some(Some(cur)) if Arc::ptr_eq(cur, mr) => {}
+                Some(Slot::Used(cur)) if Arc::ptr_eq(cur, mr) => {}
                 _ => return Err(EINVAL),
             }
-            slots.regions[i] = None;
-            let _ = slots.free.push_within_capacity(i as u32);
+            slots.regions[i] = Slot::Free;
         }
         // Work requests take the region only through the table (`get`,
         // under the same lock), so the count only falls from here on.

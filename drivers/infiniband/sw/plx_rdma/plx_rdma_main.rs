@@ -108,6 +108,8 @@ pub(crate) struct Device {
     pub(crate) stats: Stats,
     pds: Atomic<u32>,
     cqs: Atomic<u32>,
+    /// Where the search for a free QP number starts (under `qps`).
+    next_qp: Atomic<u32>,
 }
 
 impl Device {
@@ -125,6 +127,7 @@ impl Device {
                 stats: Stats::new(),
                 pds: Atomic::new(0),
                 cqs: Atomic::new(0),
+                next_qp: Atomic::new(0),
             }),
             GFP_KERNEL,
         )
@@ -246,11 +249,20 @@ impl Driver for PlxRdma {
             return Ok((qp, GSI_QPN));
         }
         // A mutex: the QP is built (allocating) with its number taken.
+        // Numbers are taken in turn, as rxe's are, not the lowest free one:
+        // a destroyed QP's number does not go at once to the next QP, which
+        // would then receive what was meant for the old one's peer.
         let mut qps = self.0.qps.lock();
-        let i = qps.iter().position(Option::is_none).ok_or(ENOMEM)?;
+        let n = qps.len();
+        let start = self.0.next_qp.load(Relaxed) as usize;
+        let i = (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&i| qps[i].is_none())
+            .ok_or(ENOMEM)?;
         let qpn = FIRST_QPN + i as u32;
         let qp = new(qpn)?;
         qps[i] = Some(qp.clone());
+        self.0.next_qp.store(((i + 1) % n) as u32, Relaxed);
         Ok((qp, qpn))
     }
 

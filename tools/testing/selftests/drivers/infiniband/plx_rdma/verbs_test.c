@@ -1007,6 +1007,93 @@ TEST_F(pair, inline_send_and_write)
 	EXPECT_EQ(-1, first_not(self->dst + 4096 + 64, BUF - 4096 - 64, CANARY));
 }
 
+/*
+ * Memory keys: 300 registrations of one page in turn, each deregistered
+ * before the next, never get key 0 (the local DMA key) nor the key just
+ * freed; 100 registrations held at once (of distinct pages: one mapping
+ * each) get 100 distinct keys.
+ */
+TEST_F(pair, mr_keys_distinct_and_not_reused)
+{
+	enum { TURNS = 300, HELD = 100 };
+	struct ibv_mr *mr[HELD];
+	uint32_t last = 0;
+	int zero = 0, reused = 0, dup = 0;
+
+	for (int i = 0; i < TURNS; i++) {
+		struct ibv_mr *m = ibv_reg_mr(self->pd, self->src, PAGE,
+					      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+
+		ASSERT_NE(NULL, m) TH_LOG("registration %d: %s", i, strerror(errno));
+		zero += !m->lkey || !m->rkey;
+		reused += i && m->lkey == last;
+		last = m->lkey;
+		ASSERT_EQ(0, ibv_dereg_mr(m));
+	}
+	for (int i = 0; i < HELD; i++) {
+		mr[i] = ibv_reg_mr(self->pd, self->src + i * PAGE, PAGE, IBV_ACCESS_LOCAL_WRITE);
+		ASSERT_NE(NULL, mr[i]) TH_LOG("registration %d: %s", i, strerror(errno));
+		for (int j = 0; j < i; j++)
+			dup += mr[j]->lkey == mr[i]->lkey;
+	}
+	OUTCOME("zero_keys=%d freed_key_reused=%d duplicate_keys=%d", zero, reused, dup);
+	EXPECT_EQ(0, zero);
+	EXPECT_EQ(0, reused);
+	EXPECT_EQ(0, dup);
+	for (int i = 0; i < HELD; i++)
+		EXPECT_EQ(0, ibv_dereg_mr(mr[i]));
+}
+
+/*
+ * An RC QP talks only to the QP connected back to it.  c names b as its
+ * destination while b is connected to a: c's SEND fails (no answer, as
+ * from a peer that drops the packets) and b's posted receive stays for
+ * a.  A QP naming QP1 fails the same way, and QP1 is not disturbed.
+ */
+TEST_F(pair, rc_peer_must_be_connected_back)
+{
+	struct ibv_qp *c = make_qp(self, self->pd);
+	struct ibv_wc wc[2];
+	int full = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(0, connect_pair(self, full, 7));
+	ASSERT_EQ(0, to_init(c, full));
+	ASSERT_EQ(0, to_rtr(self, c, self->b->qp_num));
+	ASSERT_EQ(0, to_rts(c, 7));
+	ASSERT_EQ(0, post_recv(self->b, self->dst, 64, self->dst_mr->lkey, 20));
+	ASSERT_EQ(0, post_rdma(c, IBV_WR_SEND, self->src, 64, self->src_mr->lkey, 0, 0, 0,
+			       IBV_SEND_SIGNALED, 21));
+	ASSERT_EQ(1, poll_n(self->cq, wc, 1));
+	report_wc(_metadata, "send_from_stranger", &wc[0]);
+	EXPECT_EQ(21, wc[0].wr_id);
+	EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc[0].status);
+	EXPECT_EQ(-1, first_not(self->dst, 64, CANARY));
+	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->b));
+	/* The receive is still a's to fill. */
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_SEND, self->src, 64, self->src_mr->lkey, 0, 0, 0,
+			       IBV_SEND_SIGNALED, 22));
+	ASSERT_EQ(2, poll_n(self->cq, wc, 2));
+	for (int i = 0; i < 2; i++) {
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status) TH_LOG("wr %llu", (unsigned long long)wc[i].wr_id);
+	}
+	EXPECT_EQ(0, memcmp(self->src, self->dst, 64));
+	ibv_destroy_qp(c);
+
+	/* QP1 is the MAD layer's, never an RC peer. */
+	c = make_qp(self, self->pd);
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(0, to_init(c, full));
+	ASSERT_EQ(0, to_rtr(self, c, 1));
+	ASSERT_EQ(0, to_rts(c, 7));
+	ASSERT_EQ(0, post_rdma(c, IBV_WR_RDMA_WRITE, self->src, 64, self->src_mr->lkey,
+			       (uintptr_t)self->dst, 0xbad, 0, IBV_SEND_SIGNALED, 23));
+	ASSERT_EQ(1, poll_n(self->cq, wc, 1));
+	report_wc(_metadata, "write_to_qp1", &wc[0]);
+	EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc[0].status);
+	ibv_destroy_qp(c);
+}
+
 /* Sixteen writes in flight complete in order, every one copied. */
 TEST_F(pair, sixteen_writes_in_order)
 {
