@@ -208,29 +208,57 @@ fn peer_of(qp: &Qp) -> Option<Arc<Qp>> {
     Qp::accepts_requests(state).then_some(peer)
 }
 
-/// Waits for the peer to post a receive, as RNR NAKs and retries would:
-/// `rnr_retry` 7 waits for good, fewer give up with `RNR_RETRY_EXC_ERR`.
-fn wait_recv(qp: &Qp, peer: &Qp) -> core::result::Result<RecvWqe, Outcome> {
-    let (timer, retries) = qp.rnr_policy();
+/// The RNR NAK delay of `min_rnr_timer` code `code`, in microseconds
+/// (IBTA table 45: 0 is the longest, 655.36 ms).
+fn rnr_delay_us(code: u32) -> i64 {
+    const US: [i64; 32] = [
+        655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560,
+        3_840, 5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880,
+        163_840, 245_760, 327_680, 491_520,
+    ];
+    US[(code & 0x1f) as usize]
+}
+
+/// Waits until the peer has a receive posted, as RNR NAKs and retries
+/// would: `rnr_retry` 7 waits for good, fewer give up with
+/// `RNR_RETRY_EXC_ERR`. Only `qp` takes the peer's receives (its one
+/// connected QP), so the receive is still there for [`take_recv`].
+///
+/// Each retry waits the delay the responder (the peer) asks for in its
+/// RNR NAK, its `min_rnr_timer`, sleeping: at least 20 us, so that the
+/// work item always gives the CPU up. A peer that stops taking requests
+/// (moved to ERR, RESET or INIT) answers no more: `RETRY_EXC_ERR`.
+fn wait_recv(qp: &Qp, peer: &Qp) -> core::result::Result<(), Outcome> {
+    let (_, retries) = qp.rnr_policy();
     let mut tries = 0u32;
     loop {
-        if let Some(r) = peer.take_recv() {
-            return Ok(r);
+        if peer.has_recv() {
+            return Ok(());
         }
         if qp.stopping() {
             return Err(Outcome::Stopped);
         }
-        if qp.current_state() != Some(qp_state::RTS) || peer.current_state().is_none() {
+        if qp.current_state() != Some(qp_state::RTS) {
             return Err(Outcome::Failed(wc_status::WR_FLUSH_ERR));
+        }
+        match peer.current_state() {
+            Some(s) if Qp::accepts_requests(s) => {}
+            _ => return Err(Outcome::Failed(wc_status::RETRY_EXC_ERR)),
         }
         if retries != 7 && tries >= retries {
             return Err(Outcome::Failed(wc_status::RNR_RETRY_EXC_ERR));
         }
-        tries += 1;
-        // `min_rnr_timer` codes run from 0.01 ms to 655 ms; a coarse
-        // reading keeps the wait bounded and short.
-        fsleep(Delta::from_micros(10 + 10 * i64::from(timer.min(31)) * 100));
+        tries = tries.saturating_add(1);
+        let (peer_timer, _) = peer.rnr_policy();
+        fsleep(Delta::from_micros(rnr_delay_us(peer_timer).max(20)));
     }
+}
+
+/// The receive [`wait_recv`] found; gone only if the peer flushed it
+/// meanwhile (it went to ERR), which the requester sees as no answer.
+fn take_recv(peer: &Qp) -> core::result::Result<RecvWqe, Outcome> {
+    peer.take_recv()
+        .ok_or(Outcome::Failed(wc_status::RETRY_EXC_ERR))
 }
 
 fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
@@ -241,12 +269,14 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
     let reads = wqe.opcode == wr_opcode::RDMA_READ;
     // An RDMA READ writes the local list; everything else reads it. An
     // inline request's bytes were copied at post: its list names no region.
-    let local = match &wqe.inline {
-        Some(_) => KVec::new(),
-        None => match resolve(qp, wqe.sges(), if reads { access::LOCAL_WRITE } else { 0 }) {
-            Ok(l) => l,
-            Err(()) => return Outcome::Failed(wc_status::LOC_PROT_ERR),
-        },
+    let lookup_local = || match &wqe.inline {
+        Some(_) => Ok(KVec::new()),
+        None => resolve(qp, wqe.sges(), if reads { access::LOCAL_WRITE } else { 0 })
+            .map_err(|()| Outcome::Failed(wc_status::LOC_PROT_ERR)),
+    };
+    let local = match lookup_local() {
+        Ok(l) => l,
+        Err(o) => return o,
     };
     let Some(peer) = peer_of(qp) else {
         return Outcome::Failed(wc_status::RETRY_EXC_ERR);
@@ -266,19 +296,34 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
             }
             // Zero bytes name no remote memory: the responder checks no
             // R_Key then (IBTA 9.7.4.1.2; rxe does the same).
-            let remote = match len {
-                0 => None,
+            let lookup_remote = || match len {
+                0 => Ok(None),
                 _ => match resolve_remote(&peer, wqe, want, len) {
-                    Some(r) => Some(r),
+                    Some(r) => Ok(Some(r)),
                     None => {
                         // The responder NAKs the access; both ends go to ERR.
                         peer.enter_error();
-                        return Outcome::Failed(wc_status::REM_ACCESS_ERR);
+                        Err(Outcome::Failed(wc_status::REM_ACCESS_ERR))
                     }
                 },
             };
+            let mut remote = match lookup_remote() {
+                Ok(r) => r,
+                Err(o) => return o,
+            };
+            let mut local = local;
             let recv = if wqe.opcode == wr_opcode::RDMA_WRITE_WITH_IMM {
-                match wait_recv(qp, &peer) {
+                // The regions are let go across the wait and looked up
+                // again after it (see the SEND case below).
+                drop((remote, local));
+                if let Err(o) = wait_recv(qp, &peer) {
+                    return o;
+                }
+                (local, remote) = match (lookup_local(), lookup_remote()) {
+                    (Ok(l), Ok(m)) => (l, m),
+                    (Err(o), _) | (_, Err(o)) => return o,
+                };
+                match take_recv(&peer) {
                     Ok(r) => Some(r),
                     Err(o) => return o,
                 }
@@ -315,7 +360,18 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
             Outcome::Done(byte_len)
         }
         _ => {
-            let recv = match wait_recv(qp, &peer) {
+            // Checked above, then let go while the peer has no receive:
+            // a region held across that wait (for good with rnr_retry 7)
+            // would make its deregistration wait as long.
+            drop(local);
+            if let Err(o) = wait_recv(qp, &peer) {
+                return o;
+            }
+            let local = match lookup_local() {
+                Ok(l) => l,
+                Err(o) => return o,
+            };
+            let recv = match take_recv(&peer) {
                 Ok(r) => r,
                 Err(o) => return o,
             };

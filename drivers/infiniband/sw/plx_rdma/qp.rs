@@ -527,6 +527,12 @@ impl Qp {
         st.rq.pop()
     }
 
+    /// Whether a receive is posted that [`Self::take_recv`] would take.
+    pub(crate) fn has_recv(&self) -> bool {
+        let st = self.state.lock();
+        !st.dead && Self::accepts_requests(st.state) && !st.rq.is_empty()
+    }
+
     /// Whether a QP in `state` answers incoming requests.
     pub(crate) fn accepts_requests(state: u32) -> bool {
         matches!(

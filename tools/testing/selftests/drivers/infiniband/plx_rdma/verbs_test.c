@@ -1177,6 +1177,34 @@ TEST_F(pair, destroy_qp_while_send_waits_for_receive)
 	OUTCOME("destroy=%d", ret);
 }
 
+/*
+ * Deregistering the source of a SEND that waits for the peer's receive
+ * (rnr_retry 7: for good) returns at once, instead of waiting for the
+ * receive; the SEND still ends once the receive is posted.
+ */
+TEST_F(pair, dereg_source_while_send_waits_for_receive)
+{
+	struct timespec t0, t;
+	struct ibv_wc wc[2];
+	int ret, got;
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE, 7));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_SEND, self->src, 64, self->src_mr->lkey,
+			       0, 0, 0, IBV_SEND_SIGNALED, 1));
+	/* Long enough for the request to be retrying. */
+	usleep(200000);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = ibv_dereg_mr(self->src_mr);
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	self->src_mr = NULL;
+	EXPECT_EQ(0, ret);
+	EXPECT_GT(5, t.tv_sec - t0.tv_sec) TH_LOG("dereg took %ld s", (long)(t.tv_sec - t0.tv_sec));
+	OUTCOME("dereg=%d", ret);
+	ASSERT_EQ(0, post_recv(self->b, self->dst, 64, self->dst_mr->lkey, 2));
+	got = poll_n(self->cq, wc, 1);
+	EXPECT_EQ(1, got) TH_LOG("the SEND never ended");
+}
+
 /* Destroying a QP with requests queued and running returns at once and
  * leaves the device usable. */
 TEST_F(pair, destroy_qp_with_requests_queued)
