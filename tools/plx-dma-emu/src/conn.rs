@@ -28,6 +28,9 @@ use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags, UnixAddr};
 use crate::protocol::{Header, DEFAULT_MAX_XFER, HDR_SIZE, MAX_MSG_FDS, MAX_MSG_SIZE};
 use crate::sys::adopt_received_fds;
 
+/// The most descriptors Linux passes in one SCM_RIGHTS message.
+const SCM_MAX_FD: usize = 253;
+
 /// A received message.
 #[derive(Debug)]
 pub struct Message {
@@ -71,7 +74,12 @@ pub fn recv_message(stream: &UnixStream) -> Result<Option<Message>, TransportErr
     let mut hdr = [0u8; HDR_SIZE];
     let mut got = 0usize;
     let mut fds = Vec::new();
-    let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; MAX_MSG_FDS]);
+    // Room for as many descriptors as the kernel passes in one message
+    // (SCM_MAX_FD), not just the ones a message may carry: a truncated
+    // control message leaves its descriptors installed in this process
+    // where nothing can reach them to close them. Those beyond
+    // MAX_MSG_FDS are adopted, then closed with the error.
+    let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; SCM_MAX_FD]);
     while got < HDR_SIZE {
         let mut iov = [IoSliceMut::new(&mut hdr[got..])];
         let r = recvmsg::<UnixAddr>(
@@ -94,7 +102,8 @@ pub fn recv_message(stream: &UnixStream) -> Result<Option<Message>, TransportErr
             }
         }
         let n = msg.bytes;
-        if ctrunc {
+        // Dropping `fds` closes every descriptor received so far.
+        if ctrunc || fds.len() > MAX_MSG_FDS {
             return Err(TransportError::TooManyFds);
         }
         if n == 0 {
@@ -231,6 +240,32 @@ mod tests {
     use crate::protocol::{cmd, request};
     use nix::sys::socket::{sendmsg, ControlMessage};
     use std::io::IoSlice;
+
+    /// More descriptors than a message may carry: refused, and every one
+    /// received is closed (the write end of the pipe, sent 17 times, is
+    /// then closed everywhere: the read end sees EOF).
+    #[test]
+    fn too_many_fds_are_refused_and_closed() {
+        let (a, b) = UnixStream::pair().unwrap();
+        // Non-blocking: a descriptor left open fails the read (EAGAIN)
+        // instead of hanging the test.
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK).unwrap();
+        let msg = request(9, cmd::DEVICE_SET_IRQS, &[0u8; 20]);
+        let fds = [w.as_raw_fd(); MAX_MSG_FDS + 1];
+        let iov = [IoSlice::new(&msg)];
+        sendmsg::<UnixAddr>(
+            a.as_raw_fd(),
+            &iov,
+            &[ControlMessage::ScmRights(&fds)],
+            MsgFlags::empty(),
+            None,
+        )
+        .unwrap();
+        drop(w);
+        assert!(matches!(recv_message(&b), Err(TransportError::TooManyFds)));
+        let mut byte = [0u8; 1];
+        assert_eq!(nix::unistd::read(&r, &mut byte).unwrap(), 0);
+    }
 
     #[test]
     fn framing_with_fds() {
