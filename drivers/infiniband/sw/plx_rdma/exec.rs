@@ -238,7 +238,9 @@ fn wait_recv(qp: &Qp, peer: &Qp) -> core::result::Result<(), Outcome> {
         if qp.stopping() {
             return Err(Outcome::Stopped);
         }
-        if qp.current_state() != Some(qp_state::RTS) {
+        // SQD drains: the request in progress goes on, only the next
+        // ones wait for RTS again.
+        if !matches!(qp.current_state(), Some(qp_state::RTS | qp_state::SQD)) {
             return Err(Outcome::Failed(wc_status::WR_FLUSH_ERR));
         }
         match peer.current_state() {

@@ -1205,6 +1205,39 @@ TEST_F(pair, dereg_source_while_send_waits_for_receive)
 	EXPECT_EQ(1, got) TH_LOG("the SEND never ended");
 }
 
+/*
+ * Moving the requester to SQD while its SEND waits for the peer's receive
+ * drains it: the SEND completes once the receive is there, the QP stays
+ * in SQD, and back in RTS it sends again.
+ */
+TEST_F(pair, sqd_while_send_waits_for_receive)
+{
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_SQD };
+	struct ibv_wc wc[2];
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE, 7));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_SEND, self->src, 64, self->src_mr->lkey,
+			       0, 0, 0, IBV_SEND_SIGNALED, 1));
+	usleep(200000);
+	ASSERT_EQ(0, ibv_modify_qp(self->a, &qa, IBV_QP_STATE));
+	ASSERT_EQ(0, post_recv(self->b, self->dst, 64, self->dst_mr->lkey, 2));
+	ASSERT_EQ(2, poll_n(self->cq, wc, 2));
+	for (int i = 0; i < 2; i++) {
+		report_wc(_metadata, wc[i].wr_id == 1 ? "send" : "recv", &wc[i]);
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status);
+	}
+	OUTCOME("state_after_drain=%d", qp_state(self->a));
+	qa.qp_state = IBV_QPS_RTS;
+	ASSERT_EQ(0, ibv_modify_qp(self->a, &qa, IBV_QP_STATE));
+	ASSERT_EQ(0, post_recv(self->b, self->dst + 64, 64, self->dst_mr->lkey, 4));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_SEND, self->src, 64, self->src_mr->lkey,
+			       0, 0, 0, IBV_SEND_SIGNALED, 3));
+	ASSERT_EQ(2, poll_n(self->cq, wc, 2));
+	for (int i = 0; i < 2; i++)
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status);
+	EXPECT_EQ(0, memcmp(self->src, self->dst + 64, 64));
+}
+
 /* Destroying a QP with requests queued and running returns at once and
  * leaves the device usable. */
 TEST_F(pair, destroy_qp_with_requests_queued)
