@@ -616,6 +616,15 @@ TEST_F(pair, full_state_cycle)
 	a.qp_state = IBV_QPS_SQD;
 	EXPECT_EQ(0, ibv_modify_qp(self->a, &a, IBV_QP_STATE));
 	EXPECT_EQ(IBV_QPS_SQD, qp_state(self->a));
+	/* Back to RTS once drained (rxe refuses it while it drains). */
+	for (int i = 0; i < 200; i++) {
+		struct ibv_qp_attr q;
+		struct ibv_qp_init_attr qi;
+
+		if (ibv_query_qp(self->a, &q, IBV_QP_STATE, &qi) || !q.sq_draining)
+			break;
+		usleep(10000);
+	}
 	a.qp_state = IBV_QPS_RTS;
 	EXPECT_EQ(0, ibv_modify_qp(self->a, &a, IBV_QP_STATE));
 	a.qp_state = IBV_QPS_ERR;
