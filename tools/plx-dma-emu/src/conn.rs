@@ -241,6 +241,19 @@ mod tests {
     use nix::sys::socket::{sendmsg, ControlMessage};
     use std::io::IoSlice;
 
+    /// Sends `msg` with `fds` attached.
+    fn send_with_fds(to: &UnixStream, msg: &[u8], fds: &[std::os::fd::RawFd]) {
+        let iov = [IoSlice::new(msg)];
+        sendmsg::<UnixAddr>(
+            to.as_raw_fd(),
+            &iov,
+            &[ControlMessage::ScmRights(fds)],
+            MsgFlags::empty(),
+            None,
+        )
+        .unwrap();
+    }
+
     /// More descriptors than a message may carry: refused, and every one
     /// received is closed (the write end of the pipe, sent 17 times, is
     /// then closed everywhere: the read end sees EOF).
@@ -251,16 +264,7 @@ mod tests {
         // instead of hanging the test.
         let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK).unwrap();
         let msg = request(9, cmd::DEVICE_SET_IRQS, &[0u8; 20]);
-        let fds = [w.as_raw_fd(); MAX_MSG_FDS + 1];
-        let iov = [IoSlice::new(&msg)];
-        sendmsg::<UnixAddr>(
-            a.as_raw_fd(),
-            &iov,
-            &[ControlMessage::ScmRights(&fds)],
-            MsgFlags::empty(),
-            None,
-        )
-        .unwrap();
+        send_with_fds(&a, &msg, &[w.as_raw_fd(); MAX_MSG_FDS + 1]);
         drop(w);
         assert!(matches!(recv_message(&b), Err(TransportError::TooManyFds)));
         let mut byte = [0u8; 1];
@@ -272,16 +276,7 @@ mod tests {
         let (a, b) = UnixStream::pair().unwrap();
         let msg = request(7, cmd::DEVICE_SET_IRQS, &[0u8; 20]);
         let f1 = std::fs::File::open("/dev/null").unwrap();
-        let fds = [f1.as_raw_fd(), f1.as_raw_fd()];
-        let iov = [IoSlice::new(&msg)];
-        sendmsg::<UnixAddr>(
-            a.as_raw_fd(),
-            &iov,
-            &[ControlMessage::ScmRights(&fds)],
-            MsgFlags::empty(),
-            None,
-        )
-        .unwrap();
+        send_with_fds(&a, &msg, &[f1.as_raw_fd(), f1.as_raw_fd()]);
         let m = recv_message(&b).unwrap().unwrap();
         assert_eq!(m.hdr.id, 7);
         assert_eq!(m.payload.len(), 20);
