@@ -229,7 +229,7 @@ fn rnr_delay_us(code: u32) -> i64 {
 /// work item always gives the CPU up. A peer that stops taking requests
 /// (moved to ERR, RESET or INIT) answers no more: `RETRY_EXC_ERR`.
 fn wait_recv(qp: &Qp, peer: &Qp) -> core::result::Result<(), Outcome> {
-    let (_, retries) = qp.rnr_policy();
+    let retries = qp.rnr_retry();
     let mut tries = 0u32;
     loop {
         if peer.has_recv() {
@@ -251,8 +251,9 @@ fn wait_recv(qp: &Qp, peer: &Qp) -> core::result::Result<(), Outcome> {
             return Err(Outcome::Failed(wc_status::RNR_RETRY_EXC_ERR));
         }
         tries = tries.saturating_add(1);
-        let (peer_timer, _) = peer.rnr_policy();
-        fsleep(Delta::from_micros(rnr_delay_us(peer_timer).max(20)));
+        fsleep(Delta::from_micros(
+            rnr_delay_us(peer.min_rnr_timer()).max(20),
+        ));
     }
 }
 

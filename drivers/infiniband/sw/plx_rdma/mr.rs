@@ -197,8 +197,7 @@ impl MrTable {
             Some(d) => UserDma::map(d, start, len, how, PinDuration::Long)?,
             None => UserDma::pin(start, len, how, PinDuration::Long)?,
         };
-        // SAFETY: `get_random_u32` has no precondition.
-        let salt = unsafe { kernel::bindings::get_random_u32() } & 0xff;
+        let salt = crate::random::random_u32() & 0xff;
         let mut slots = self.slots.lock();
         let n = slots.regions.len();
         let i = (0..n - 1)

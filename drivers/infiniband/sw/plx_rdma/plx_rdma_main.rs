@@ -20,6 +20,8 @@
 #[allow(dead_code)]
 #[path = "../../../../rust/kernel/dmaengine/mod.rs"]
 mod dmaengine;
+#[path = "../../../../rust/kernel/random.rs"]
+mod random;
 #[expect(unreachable_pub)]
 #[allow(dead_code)]
 #[path = "../../../../rust/kernel/rdma/mod.rs"]

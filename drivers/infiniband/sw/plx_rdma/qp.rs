@@ -658,11 +658,15 @@ impl Qp {
         }
     }
 
-    /// The RNR wait before the next retry (`min_rnr_timer`, as a rough
-    /// microsecond count) and the number of retries (7: unbounded).
-    pub(crate) fn rnr_policy(&self) -> (u32, u32) {
-        let st = self.state.lock();
-        (st.attr.min_rnr_timer, st.attr.rnr_retry)
+    /// How often a request retries after an RNR NAK (7: unbounded).
+    pub(crate) fn rnr_retry(&self) -> u32 {
+        self.state.lock().attr.rnr_retry
+    }
+
+    /// The `min_rnr_timer` code this QP, as a responder, asks requesters to
+    /// wait between retries (IBTA table 45).
+    pub(crate) fn min_rnr_timer(&self) -> u32 {
+        self.state.lock().attr.min_rnr_timer
     }
 
     /// The peer QP number, if the address vector names this port (the
