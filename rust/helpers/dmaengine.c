@@ -32,8 +32,12 @@ struct rust_dma_ops {
 			unsigned long flags);
 	dma_cookie_t (*tx_submit)(void *chan_ctx, unsigned long desc_idx);
 	void (*issue_pending)(void *chan_ctx);
-	/* Reaps finished work; returns the residue of @cookie if pending. */
-	u32 (*tx_poll)(void *chan_ctx, dma_cookie_t cookie);
+	/*
+	 * The status of @cookie, with the channel's cookie counters and the
+	 * residue in @state; @atomic: the caller has interrupts off.
+	 */
+	enum dma_status (*tx_status)(void *chan_ctx, dma_cookie_t cookie,
+				     bool atomic, struct dma_tx_state *state);
 	int (*terminate_all)(void *chan_ctx);
 	void (*synchronize)(void *chan_ctx);
 	/* The last reference to the dma_device is gone. */
@@ -144,22 +148,21 @@ static void rdma_issue_pending(struct dma_chan *chan)
 	chan_ops(chan)->issue_pending(to_rchan(chan)->ctx);
 }
 
+/* The cookies are counted in Rust, per client of the channel. */
 static enum dma_status rdma_tx_status(struct dma_chan *chan,
 				      dma_cookie_t cookie,
 				      struct dma_tx_state *state)
 {
-	enum dma_status st = dma_cookie_status(chan, cookie, state);
-	u32 residue;
+	struct dma_tx_state ignored;
 
-	/* Interrupts off: the status as of the last reap. */
-	if (st == DMA_COMPLETE || irqs_disabled())
-		return st;
-	residue = chan_ops(chan)->tx_poll(to_rchan(chan)->ctx, cookie);
-	st = dma_cookie_status(chan, cookie, state);
-	if (st != DMA_COMPLETE)
-		dma_set_residue(state, residue);
-	return st;
+	return chan_ops(chan)->tx_status(to_rchan(chan)->ctx, cookie,
+					 irqs_disabled(),
+					 state ? state : &ignored);
 }
+
+/* Mirrored by `RawTxState` in rust/kernel/dmaengine/mod.rs. */
+static_assert(sizeof(struct dma_tx_state) == 16);
+static_assert(offsetof(struct dma_tx_state, residue) == 8);
 
 static int rdma_terminate_all(struct dma_chan *chan)
 {
@@ -221,11 +224,23 @@ static void rdma_release(struct dma_device *dma)
 
 /* Provider side. */
 
+/*
+ * Records @size as the longest segment @dev's DMA takes, which clients that
+ * split their own scatterlists read; false if @dev has no DMA parameters
+ * (dma_set_max_seg_size() would warn).
+ */
+bool rust_dma_dev_set_max_seg(struct device *dev, u32 size)
+{
+	if (!dev->dma_parms)
+		return false;
+	dma_set_max_seg_size(dev, size);
+	return true;
+}
+
 struct dma_device *rust_dma_device_alloc(struct device *dev,
 					 unsigned int nr_chans,
 					 const struct rust_dma_ops *ops,
-					 void *ctx, void *const *chan_ctx,
-					 u32 max_seg_size)
+					 void *ctx, void *const *chan_ctx)
 {
 	struct rust_dma_device *rdev;
 	unsigned int i;
@@ -257,15 +272,12 @@ struct dma_device *rust_dma_device_alloc(struct device *dev,
 	rdev->dma.device_terminate_all = rdma_terminate_all;
 	rdev->dma.device_synchronize = rdma_synchronize;
 	rdev->dma.device_release = rdma_release;
-	/* Consulted by clients that split their own scatterlists. */
-	dma_set_max_seg_size(dev, max_seg_size);
 
 	for (i = 0; i < nr_chans; i++) {
 		struct dma_chan *chan = &rdev->chans[i].chan;
 
 		rdev->chans[i].ctx = chan_ctx[i];
 		chan->device = &rdev->dma;
-		dma_cookie_init(chan);
 		list_add_tail(&chan->device_node, &rdev->dma.channels);
 	}
 	return &rdev->dma;
@@ -319,16 +331,19 @@ void rust_dma_desc_free(struct dma_async_tx_descriptor *txd)
 	kfree(container_of(txd, struct rust_dma_desc, txd));
 }
 
-dma_cookie_t rust_dma_desc_assign_cookie(struct dma_async_tx_descriptor *txd)
-{
-	return dma_cookie_assign(txd);
-}
+/*
+ * Rust reads and writes a descriptor's cookie and flags in place (the
+ * cookie counters are its own): the offsets it relies on.
+ */
+static_assert(offsetof(struct dma_async_tx_descriptor, cookie) == 0);
+static_assert(offsetof(struct dma_async_tx_descriptor, flags) == 4);
+static_assert(sizeof(dma_cookie_t) == 4 && sizeof(enum dma_ctrl_flags) == 4);
 
 /*
- * Completes @txd: records its cookie as done, releases the client's unmap
- * data and moves its callback into @cb, for rust_dma_callback_invoke() once
- * the driver holds no lock that tx_status, terminate, prep or submit take:
- * dmaengine.h lets a callback call all of them.
+ * Completes @txd: releases the client's unmap data and moves its callback
+ * into @cb, for rust_dma_callback_invoke() once the driver holds no lock
+ * that tx_status, terminate, prep or submit take: dmaengine.h lets a
+ * callback call all of them.
  */
 void rust_dma_desc_complete(struct dma_async_tx_descriptor *txd,
 			    struct dmaengine_desc_callback *cb)
@@ -336,7 +351,6 @@ void rust_dma_desc_complete(struct dma_async_tx_descriptor *txd,
 	dmaengine_desc_get_callback(txd, cb);
 	txd->callback = NULL;
 	txd->callback_result = NULL;
-	dma_cookie_complete(txd);
 	dma_descriptor_unmap(txd);
 }
 
@@ -352,12 +366,6 @@ void rust_dma_callback_invoke(const struct dmaengine_desc_callback *cb,
 
 /* The Rust side keeps a callback as three opaque words. */
 static_assert(sizeof(struct dmaengine_desc_callback) == 3 * sizeof(void *));
-
-/* Whether the client acked @txd (DMA_CTRL_ACK): only then may it be reused. */
-bool rust_dma_desc_acked(struct dma_async_tx_descriptor *txd)
-{
-	return async_tx_test_ack(txd);
-}
 
 /* Client side: accessors and wrappers; the Rust client decides. */
 

@@ -15,7 +15,8 @@ struct rust_dma_watch;
 
 struct dma_device *rust_dma_device_alloc(struct device *dev,
 		unsigned int nr_chans, const struct rust_dma_ops *ops, void *ctx,
-		void *const *chan_ctx, u32 max_seg_size);
+		void *const *chan_ctx);
+bool rust_dma_dev_set_max_seg(struct device *dev, u32 size);
 void rust_dma_device_free(struct dma_device *dma);
 int rust_dma_device_register(struct dma_device *dma);
 void rust_dma_device_unregister(struct dma_device *dma);
@@ -25,13 +26,11 @@ const char *rust_dma_chan_name(struct dma_chan *chan);
 struct dma_async_tx_descriptor *rust_dma_desc_alloc(struct dma_chan *chan,
 		unsigned long idx);
 void rust_dma_desc_free(struct dma_async_tx_descriptor *txd);
-dma_cookie_t rust_dma_desc_assign_cookie(struct dma_async_tx_descriptor *txd);
 struct dmaengine_desc_callback;
 void rust_dma_desc_complete(struct dma_async_tx_descriptor *txd,
 			    struct dmaengine_desc_callback *cb);
 void rust_dma_callback_invoke(const struct dmaengine_desc_callback *cb,
 			      enum dmaengine_tx_result result, u32 residue);
-bool rust_dma_desc_acked(struct dma_async_tx_descriptor *txd);
 struct dma_chan *rust_dma_request_memcpy_chan(dma_filter_fn filter,
 					      void *param);
 bool rust_dma_chan_has_terminate(struct dma_chan *chan);

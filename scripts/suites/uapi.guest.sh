@@ -99,6 +99,25 @@ nr_chan=$(ls /sys/devices/faux/plx_norelease_provider/dma 2>/dev/null | head -n 
 echo "# plx_norelease_provider channel: ${nr_chan:-none}"
 refused_chan "no-release provider" "$nr_chan"
 check "rmmod plx_norelease_provider" rmmod plx_norelease_provider
+# A Rust provider that misuses its descriptor handles (a callback kept past
+# its client's release, handles dropped under a held descriptor) must reach
+# neither freed memory nor a client that let go.
+check "modprobe rust_misuse_provider" modprobe rust_misuse_provider
+stale_chan=$(ls /sys/devices/faux/rust_misuse_provider/dma 2>/dev/null | sed -n 1p)
+drop_chan=$(ls /sys/devices/faux/rust_misuse_provider/dma 2>/dev/null | sed -n 2p)
+echo "# rust_misuse_provider channels: ${stale_chan:-none} ${drop_chan:-none}"
+mark="misuse-client-$RANDOM"
+echo "$mark" >/dev/kmsg
+loaded=0
+modprobe plx_misuse_client stale_channel="$stale_chan" drop_channel="$drop_chan" || loaded=$?
+rmmod plx_misuse_client 2>/dev/null
+dmesg | sed -n "/$mark/,\$p" | sed -n 's/^\[[^]]*\] plx_misuse_client: /# /p'
+check "misuse client: loads (exit $loaded)" test "$loaded" -eq 0
+misuse_log=$(dmesg | sed -n "/$mark/,\$p")
+check "misuse client: both cases ok, none not ok" \
+	test "$(echo "$misuse_log" | grep -c 'plx_misuse_client: ok [12] ')" -ge 2 -a \
+	"$(echo "$misuse_log" | grep -c 'plx_misuse_client: not ok')" -eq 0
+check "rmmod rust_misuse_provider" rmmod rust_misuse_provider
 check "rmmod plx_dma_copy" rmmod plx_dma_copy
 check "rmmod rust_plx_dma" rmmod rust_plx_dma
 finish

@@ -46,6 +46,16 @@ mod ffi {
         pub(super) residue: u32,
     }
 
+    /// A `struct dma_tx_state` (the helper checks the layout with
+    /// static_asserts).
+    #[repr(C)]
+    pub(super) struct RawTxState {
+        pub(super) last: i32,
+        pub(super) used: i32,
+        pub(super) residue: u32,
+        pub(super) in_flight_bytes: u32,
+    }
+
     /// Mirror of `struct rust_dma_ops` in the helper file.
     #[repr(C)]
     pub(super) struct RawOps {
@@ -60,7 +70,8 @@ mod ffi {
         ) -> *mut c_void,
         pub(super) tx_submit: unsafe extern "C" fn(*const c_void, c_ulong) -> i32,
         pub(super) issue_pending: unsafe extern "C" fn(*const c_void),
-        pub(super) tx_poll: unsafe extern "C" fn(*const c_void, i32) -> u32,
+        pub(super) tx_status:
+            unsafe extern "C" fn(*const c_void, i32, bool, *mut RawTxState) -> c_uint,
         pub(super) terminate_all: unsafe extern "C" fn(*const c_void) -> c_int,
         pub(super) synchronize: unsafe extern "C" fn(*const c_void),
         pub(super) release: unsafe extern "C" fn(*mut c_void),
@@ -73,8 +84,8 @@ mod ffi {
             ops: *const RawOps,
             ctx: *mut c_void,
             chan_ctx: *const *const c_void,
-            max_seg_size: u32,
         ) -> *mut c_void;
+        pub(super) fn rust_dma_dev_set_max_seg(dev: *mut c_void, size: u32) -> bool;
         pub(super) fn rust_dma_device_free(dma: *mut c_void);
         pub(super) fn rust_dma_device_register(dma: *mut c_void) -> c_int;
         pub(super) fn rust_dma_device_unregister(dma: *mut c_void);
@@ -84,14 +95,12 @@ mod ffi {
 
         pub(super) fn rust_dma_desc_alloc(chan: *mut c_void, idx: c_ulong) -> *mut c_void;
         pub(super) fn rust_dma_desc_free(txd: *mut c_void);
-        pub(super) fn rust_dma_desc_assign_cookie(txd: *mut c_void) -> i32;
         pub(super) fn rust_dma_desc_complete(txd: *mut c_void, cb: *mut RawCallback);
         pub(super) fn rust_dma_callback_invoke(
             cb: *const RawCallback,
             result: c_uint,
             residue: u32,
         );
-        pub(super) fn rust_dma_desc_acked(txd: *mut c_void) -> bool;
 
         pub(super) fn rust_dma_request_memcpy_chan(
             filter: unsafe extern "C" fn(*mut c_void, *mut c_void) -> bool,

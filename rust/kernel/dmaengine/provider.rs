@@ -10,7 +10,12 @@
 //! preallocated per channel when a client takes the channel
 //! ([`ChannelOps::alloc_resources`]) through [`DescPool::alloc`], which
 //! consumes the [`NewChannel`] the core passed, so a channel gets one pool
-//! per client. It hands out two unique capabilities and the descriptors:
+//! per client. The abstraction keeps that pool, with the client's cookie
+//! counters, until the client lets go of the channel
+//! (`free_chan_resources`), whatever the driver does with its handles, and
+//! then revokes it: a handle the driver kept works on a pool nobody reads
+//! any more, and the client callbacks it holds no longer run. It hands out
+//! two unique capabilities and the descriptors:
 //!
 //! - a [`Submitter`], which prepares descriptors and assigns cookies; the
 //!   driver keeps it under the lock that orders its ring, which is what
@@ -49,7 +54,7 @@
 //! channels revocable (e.g. `Devres`) so that late calls do nothing.
 
 use super::{ffi, Cookie, PrepFlags, TxResult};
-use core::{marker::PhantomData, ptr::NonNull};
+use core::{cell::UnsafeCell, marker::PhantomData, ptr::NonNull};
 use kernel::{
     device::{Bound, Device},
     devres::Devres,
@@ -58,9 +63,10 @@ use kernel::{
     prelude::*,
     str::CStr,
     sync::{
-        atomic::{Atomic, Relaxed},
+        atomic::{Acquire, Atomic, Full, Relaxed, Release},
         Arc, ArcBorrow,
     },
+    time::{delay::fsleep, Delta},
 };
 
 /// The operations of one DMA channel, called by the dmaengine core.
@@ -96,8 +102,9 @@ pub trait ChannelOps: Send + Sync + 'static {
     /// Starts the engine on everything queued.
     fn issue_pending(&self);
 
-    /// Reaps finished work now; returns the residue of `cookie` if it is
-    /// still pending.
+    /// Reaps finished work now (the client asked for the status of
+    /// `cookie`, which the abstraction answers from its cookie counters);
+    /// returns the residue of `cookie` if it is still pending.
     fn poll(&self, cookie: Cookie) -> u32;
 
     /// Aborts every queued and running transaction.
@@ -138,27 +145,147 @@ impl Channel<'_> {
 /// The channel a client just took, as [`ChannelOps::alloc_resources`]
 /// gets it: only the core's call makes one, and [`DescPool::alloc`]
 /// consumes it, so each client of a channel gets one descriptor pool.
-pub struct NewChannel<'a>(Channel<'a>);
+pub struct NewChannel<'a> {
+    chan: Channel<'a>,
+    /// Where the abstraction keeps the pool for the allocation.
+    pool: &'a PoolSlot,
+}
 
 impl<'a> NewChannel<'a> {
     /// The channel.
     pub fn channel(&self) -> &Channel<'a> {
-        &self.0
+        &self.chan
     }
 }
 
 /// A prepared descriptor, as returned to the core by
 /// [`ChannelOps::prep_memcpy`].
-pub struct Prepared(NonNull<c_void>);
+pub struct Prepared {
+    desc: NonNull<c_void>,
+    /// The pool it belongs to: the core only gets descriptors of the pool
+    /// of the channel's current client.
+    pool: u64,
+}
 
 /// Identifies a pool, so that a descriptor token is used with its own.
 static NEXT_POOL_ID: Atomic<u64> = Atomic::new(1);
 
-/// The descriptors of one channel.
+/// What `dma_get_max_seg_size()` reports for a device without DMA
+/// parameters.
+const DEFAULT_MAX_SEG: u32 = 1 << 16;
+
+/// `DMA_MIN_COOKIE`: the first valid cookie.
+const MIN_COOKIE: i32 = 1;
+/// `DMA_CTRL_ACK` in a descriptor's flags.
+const CTRL_ACK: u32 = PrepFlags::ACK.0 as u32;
+
+/// The descriptors of one client of a channel, and its cookie counters.
 struct PoolInner {
     id: u64,
     descs: KVec<NonNull<c_void>>,
+    /// The last cookie assigned (what `chan->cookie` is in C drivers);
+    /// written by the unique [`Submitter`].
+    last_used: Atomic<i32>,
+    /// The last cookie completed (`chan->completed_cookie`); written by the
+    /// unique [`Completer`].
+    completed: Atomic<i32>,
+    /// Cleared when the client lets go of the channel: its callbacks no
+    /// longer run.
+    live: Atomic<bool>,
+    /// Client callbacks running now (see [`PoolInner::revoke`]).
+    invoking: Atomic<u32>,
 }
+
+impl PoolInner {
+    /// Whether `cookie` completed, with the counters it was judged by
+    /// (`dma_async_is_complete()`: cookies wrap around).
+    fn status(&self, cookie: i32) -> (bool, i32, i32) {
+        let used = self.last_used.load(Acquire);
+        let last = self.completed.load(Acquire);
+        let done = if last <= used {
+            cookie <= last || cookie > used
+        } else {
+            cookie <= last && cookie > used
+        };
+        (done, last, used)
+    }
+
+    /// Ends the pool's allocation: no client callback of it starts after
+    /// this returns, and none is still running.
+    ///
+    /// A [`Callback`] counts itself in `invoking` (a full barrier) before
+    /// it reads `live`, and this clears `live` (a full barrier) before it
+    /// reads `invoking`: one of the two sees the other.
+    fn revoke(&self) {
+        self.live.xchg(false, Full);
+        while self.invoking.load(Acquire) != 0 {
+            // A callback is short: the driver runs them without its locks,
+            // and dmaengine callbacks may not sleep.
+            fsleep(Delta::from_micros(50));
+        }
+    }
+}
+
+/// The pool of the client holding a channel, kept by the abstraction from
+/// [`DescPool::alloc`] to `free_chan_resources`.
+///
+/// # Invariants
+///
+/// Written only by `alloc_chan_resources` and `free_chan_resources`, which
+/// the core serializes (under `dma_list_mutex`) and calls while no client
+/// uses the channel; read by the client-driven calls in between.
+pub struct PoolSlot(UnsafeCell<Option<Arc<PoolInner>>>);
+
+impl PoolSlot {
+    const fn new() -> Self {
+        Self(UnsafeCell::new(None))
+    }
+
+    /// The current client's pool.
+    fn current(&self) -> Option<Arc<PoolInner>> {
+        // SAFETY: By the type invariant, no writer runs concurrently with a
+        // client's call, which is where this is read.
+        unsafe { (*self.0.get()).clone() }
+    }
+
+    /// The current client's pool ID, without touching its reference count.
+    fn current_id(&self) -> Option<u64> {
+        // SAFETY: As in `current`.
+        unsafe { (*self.0.get()).as_ref().map(|p| p.id) }
+    }
+
+    /// Installs the pool of a new allocation.
+    ///
+    /// # Safety
+    ///
+    /// Called from `alloc_chan_resources` (type invariant).
+    unsafe fn install(&self, pool: Arc<PoolInner>) {
+        // SAFETY: The caller is the serialized writer.
+        let old = unsafe { (*self.0.get()).replace(pool) };
+        if let Some(old) = old {
+            old.revoke();
+        }
+    }
+
+    /// Revokes and drops the allocation's pool.
+    ///
+    /// # Safety
+    ///
+    /// Called from `alloc_chan_resources` or `free_chan_resources` (type
+    /// invariant).
+    unsafe fn revoke(&self) {
+        // SAFETY: The caller is the serialized writer.
+        if let Some(pool) = unsafe { (*self.0.get()).take() } {
+            pool.revoke();
+        }
+    }
+}
+
+// SAFETY: The cell is written only under the core's serialization (type
+// invariant); `Arc<PoolInner>` is `Send + Sync`.
+unsafe impl Sync for PoolSlot {}
+// SAFETY: See `Sync`.
+unsafe impl Send for PoolSlot {}
 
 /// Defines a descriptor token type: a descriptor of one pool, in one
 /// state. Not `Clone`: the token is the state.
@@ -220,11 +347,15 @@ impl DescPool {
     /// Allocates `count` descriptors bound to `chan`, and their tokens.
     ///
     /// On failure, the descriptors allocated so far are freed.
+    ///
+    /// The abstraction keeps a reference to the pool until the client lets
+    /// go of the channel, so dropping the handles early frees nothing the
+    /// client may still hold.
     pub fn alloc(
-        chan: NewChannel<'_>,
+        new: NewChannel<'_>,
         count: usize,
     ) -> Result<(Submitter, Completer, KVec<IdleDesc>)> {
-        let chan = chan.0;
+        let chan = new.chan;
         let id = NEXT_POOL_ID.fetch_add(1, Relaxed);
         let mut tokens = KVec::with_capacity(count, GFP_KERNEL)?;
         for index in 0..count {
@@ -233,6 +364,10 @@ impl DescPool {
         let mut pool = PoolInner {
             id,
             descs: KVec::with_capacity(count, GFP_KERNEL)?,
+            last_used: Atomic::new(MIN_COOKIE),
+            completed: Atomic::new(MIN_COOKIE),
+            live: Atomic::new(true),
+            invoking: Atomic::new(0),
         };
         for i in 0..count {
             // SAFETY: `chan` is a registered channel; `i` fits `c_ulong`.
@@ -247,6 +382,8 @@ impl DescPool {
             }
         }
         let pool = Arc::new(pool, GFP_KERNEL)?;
+        // SAFETY: `NewChannel` exists only during `alloc_chan_resources`.
+        unsafe { new.pool.install(pool.clone()) };
         Ok((
             Submitter { pool: pool.clone() },
             Completer {
@@ -300,7 +437,10 @@ impl Submitter {
             return Err(d);
         };
         Ok((
-            Prepared(raw),
+            Prepared {
+                desc: raw,
+                pool: d.pool,
+            },
             PreparedDesc {
                 pool: d.pool,
                 index: d.index,
@@ -318,9 +458,17 @@ impl Submitter {
         let Some(raw) = self.desc(d.pool, d.index) else {
             return Err(d);
         };
-        // SAFETY: `raw` is a live descriptor of this pool; `&mut self` is
-        // the channel's only cookie writer.
-        let cookie = Cookie(unsafe { ffi::rust_dma_desc_assign_cookie(raw.as_ptr()) });
+        // `dma_cookie_assign()`: the counter wraps to the first valid one.
+        let mut next = self.pool.last_used.load(Relaxed).wrapping_add(1);
+        if next < MIN_COOKIE {
+            next = MIN_COOKIE;
+        }
+        // SAFETY: `raw` is a live descriptor of this pool, whose cookie is
+        // its first field (asserted by the helper); the client reads it
+        // only once the submit returns.
+        unsafe { raw.as_ptr().cast::<i32>().write_volatile(next) };
+        self.pool.last_used.store(next, Release);
+        let cookie = Cookie(next);
         Ok((
             cookie,
             SubmittedDesc {
@@ -338,10 +486,12 @@ impl Submitter {
         let Some(raw) = self.desc(d.pool, d.index) else {
             return true;
         };
-        // SAFETY: `raw` is a live descriptor of this pool; reading its
-        // flags races only with the client setting the ack bit, as in C
-        // drivers.
-        unsafe { ffi::rust_dma_desc_acked(raw.as_ptr()) }
+        // SAFETY: `raw` is a live descriptor of this pool, whose flags are
+        // the `u32` at offset 4 (asserted by the helper); the read races
+        // only with the client setting the ack bit, as in C drivers
+        // (`async_tx_test_ack()`).
+        let flags = unsafe { raw.as_ptr().cast::<u32>().add(1).read_volatile() };
+        flags & CTRL_ACK != 0
     }
 
     /// Builds the completion record of descriptor `d`, to be handed to
@@ -422,13 +572,31 @@ impl Completer {
             pr_err!("dmaengine: descriptor completed on a foreign channel\n");
             return Err(done);
         }
+        let cookie_ptr = done.desc.as_ptr().cast::<i32>();
+        // SAFETY: `done.desc` is alive (its pool is); its cookie is its
+        // first field (asserted by the helper).
+        let cookie = unsafe { cookie_ptr.read_volatile() };
+        // `dma_cookie_complete()`: only a submitted descriptor has one.
+        if cookie >= MIN_COOKIE {
+            self.pool.completed.store(cookie, Release);
+        }
+        // SAFETY: As above; `&mut self` serializes completions.
+        unsafe { cookie_ptr.write_volatile(0) };
         let mut raw = ffi::RawCallback([0; 3]);
         // SAFETY: `done.desc` is alive (its pool is); `&mut self` serializes
         // completions on this channel; `raw` is a valid out pointer.
         unsafe { ffi::rust_dma_desc_complete(done.desc.as_ptr(), &mut raw) };
+        // The callback and the result callback are the first two words:
+        // only a client that set one needs its pool checked at invocation.
+        let pool = if raw.0[0] != 0 || raw.0[1] != 0 {
+            Some(self.pool.clone())
+        } else {
+            None
+        };
         Ok((
             Callback {
                 raw,
+                pool,
                 result: done.result,
                 residue: done.residue,
             },
@@ -444,10 +612,13 @@ impl Completer {
 /// lets a callback call all of them, and take `_bh` locks. Invoke the
 /// callbacks of one channel in completion order. Dropping it without
 /// invoking forgets the callback (a terminated transaction's client was
-/// told by the terminate itself).
+/// told by the terminate itself). Once the client has let go of the
+/// channel, invoking does nothing: the client may be gone.
 #[must_use = "the client's callback runs only when invoked"]
 pub struct Callback {
     raw: ffi::RawCallback,
+    /// The pool of the descriptor, if the client set a callback.
+    pool: Option<Arc<PoolInner>>,
     result: TxResult,
     residue: u32,
 }
@@ -459,9 +630,21 @@ unsafe impl Send for Callback {}
 impl Callback {
     /// Calls the client's callback, if it set one.
     pub fn invoke(self) {
-        // SAFETY: `raw` was filled by `rust_dma_desc_complete`; the caller
-        // holds no channel lock (type documentation).
-        unsafe { ffi::rust_dma_callback_invoke(&self.raw, self.result as c_uint, self.residue) };
+        let Some(pool) = self.pool else {
+            return;
+        };
+        // Counted before `live` is read: see `PoolInner::revoke`.
+        pool.invoking.fetch_add(1, Full);
+        if pool.live.load(Relaxed) {
+            // SAFETY: `raw` was filled by `rust_dma_desc_complete`; the
+            // client still holds the channel, and `free_chan_resources`
+            // waits for this call; the caller holds no channel lock (type
+            // documentation).
+            unsafe {
+                ffi::rust_dma_callback_invoke(&self.raw, self.result as c_uint, self.residue)
+            };
+        }
+        pool.invoking.fetch_sub(1, Release);
     }
 }
 
@@ -485,8 +668,15 @@ unsafe impl<T: ChannelOps> Send for Registration<T> {}
 // SAFETY: `&Registration` allows no mutation.
 unsafe impl<T: ChannelOps> Sync for Registration<T> {}
 
+/// One channel as the C glue sees it: the driver's channel and the pool
+/// of the client holding it.
+struct Slot<T: ChannelOps> {
+    ops: Arc<T>,
+    pool: PoolSlot,
+}
+
 /// The channels, owned by the C device from registration to release.
-struct Channels<T: ChannelOps>(KVec<Arc<T>>);
+struct Channels<T: ChannelOps>(KVec<Slot<T>>);
 
 impl<T: ChannelOps> Registration<T> {
     const OPS: ffi::RawOps = ffi::RawOps {
@@ -495,7 +685,7 @@ impl<T: ChannelOps> Registration<T> {
         prep_memcpy: prep_memcpy::<T>,
         tx_submit: tx_submit::<T>,
         issue_pending: issue_pending::<T>,
-        tx_poll: tx_poll::<T>,
+        tx_status: tx_status::<T>,
         terminate_all: terminate_all::<T>,
         synchronize: synchronize::<T>,
         release: release::<T>,
@@ -520,26 +710,39 @@ impl<T: ChannelOps> Registration<T> {
         if n == 0 {
             return Err(EINVAL);
         }
-        let mut ctxs = KVec::with_capacity(n, GFP_KERNEL)?;
-        for c in chans.iter() {
-            ctxs.push(Arc::as_ptr(c).cast::<c_void>(), GFP_KERNEL)?;
-        }
-        let owned = KBox::new(Channels(chans), GFP_KERNEL)?;
-        let ctx = KBox::into_raw(owned).cast::<c_void>();
         // `Device` is `repr(transparent)` over `struct device`.
         let raw_dev = core::ptr::from_ref(dev).cast_mut().cast::<c_void>();
+        // SAFETY: `raw_dev` is a bound device; its DMA parameters belong to
+        // its driver, which is calling.
+        let recorded = unsafe { ffi::rust_dma_dev_set_max_seg(raw_dev, max_seg_size) };
+        // Without DMA parameters the device reports the default 64 KiB
+        // (`dma_get_max_seg_size()`), which only an engine taking at least
+        // that much may let clients rely on.
+        if !recorded && max_seg_size < DEFAULT_MAX_SEG {
+            return Err(EINVAL);
+        }
+        let mut slots = KVec::with_capacity(n, GFP_KERNEL)?;
+        for ops in chans {
+            slots.push(
+                Slot {
+                    ops,
+                    pool: PoolSlot::new(),
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        // The slots do not move from here on: the vector is never grown.
+        let mut ctxs = KVec::with_capacity(n, GFP_KERNEL)?;
+        for slot in slots.iter() {
+            ctxs.push(core::ptr::from_ref(slot).cast::<c_void>(), GFP_KERNEL)?;
+        }
+        let owned = KBox::new(Channels(slots), GFP_KERNEL)?;
+        let ctx = KBox::into_raw(owned).cast::<c_void>();
         // SAFETY: `raw_dev` is a bound device; `OPS` is a promoted constant
         // with static lifetime; `ctxs` holds `n` pointers into `ctx`'s
         // channels, which stay alive until `release`.
         let dma = unsafe {
-            ffi::rust_dma_device_alloc(
-                raw_dev,
-                n as c_uint,
-                &Self::OPS,
-                ctx,
-                ctxs.as_ptr(),
-                max_seg_size,
-            )
+            ffi::rust_dma_device_alloc(raw_dev, n as c_uint, &Self::OPS, ctx, ctxs.as_ptr())
         };
         let Some(dma) = NonNull::new(dma) else {
             // SAFETY: `ctx` came from `KBox::into_raw` above and was not
@@ -620,15 +823,25 @@ impl Drop for ReleasedDevices {
     }
 }
 
-/// Recovers the channel from a C context pointer.
+/// Recovers the channel's slot from a C context pointer.
 ///
 /// # Safety
 ///
 /// `ctx` must be a channel pointer given to `rust_dma_device_alloc` by
 /// [`Registration::new`] for a `T`, whose device has not been released.
+unsafe fn slot<'a, T: ChannelOps>(ctx: *const c_void) -> &'a Slot<T> {
+    // SAFETY: Per the function's safety requirements.
+    unsafe { &*ctx.cast::<Slot<T>>() }
+}
+
+/// Recovers the channel from a C context pointer.
+///
+/// # Safety
+///
+/// As for [`slot`].
 unsafe fn chan<'a, T: ChannelOps>(ctx: *const c_void) -> &'a T {
     // SAFETY: Per the function's safety requirements.
-    unsafe { &*ctx.cast::<T>() }
+    unsafe { &slot::<T>(ctx).ops }
 }
 
 /// # Safety
@@ -642,10 +855,20 @@ unsafe extern "C" fn alloc_chan_resources<T: ChannelOps>(
     let Some(raw) = NonNull::new(raw) else {
         return EINVAL.to_errno();
     };
-    // INVARIANT: The core calls with a registered device, for this call.
     // SAFETY: Called by the helper with the channel's context while the
     // device is registered.
-    match unsafe { chan::<T>(ctx) }.alloc_resources(NewChannel(Channel(raw, PhantomData))) {
+    let slot = unsafe { slot::<T>(ctx) };
+    // INVARIANT: The core calls with a registered device, for this call.
+    let new = NewChannel {
+        chan: Channel(raw, PhantomData),
+        pool: &slot.pool,
+    };
+    let ret = slot.ops.alloc_resources(new);
+    if ret.is_err() {
+        // SAFETY: This is `alloc_chan_resources`.
+        unsafe { slot.pool.revoke() };
+    }
+    match ret {
         Ok(n) => n.min(c_int::MAX as u32) as c_int,
         // The core's `find_candidate` reads `-ENODEV` from here as "the
         // provider's module is gone" and unlinks the whole device from
@@ -663,7 +886,12 @@ unsafe extern "C" fn alloc_chan_resources<T: ChannelOps>(
 /// [`Registration::new`] for a `T`, before the device's release.
 unsafe extern "C" fn free_chan_resources<T: ChannelOps>(ctx: *const c_void) {
     // SAFETY: As in `alloc_chan_resources`.
-    unsafe { chan::<T>(ctx) }.free_resources()
+    let slot = unsafe { slot::<T>(ctx) };
+    slot.ops.free_resources();
+    // Whatever handles the driver kept: the client's descriptors and
+    // callbacks end here.
+    // SAFETY: This is `free_chan_resources`.
+    unsafe { slot.pool.revoke() };
 }
 
 /// # Safety
@@ -678,8 +906,18 @@ unsafe extern "C" fn prep_memcpy<T: ChannelOps>(
     flags: c_ulong,
 ) -> *mut c_void {
     // SAFETY: As in `alloc_chan_resources`.
-    match unsafe { chan::<T>(ctx) }.prep_memcpy(dst, src, len, PrepFlags::from_raw(flags)) {
-        Ok(p) => p.0.as_ptr(),
+    let slot = unsafe { slot::<T>(ctx) };
+    match slot
+        .ops
+        .prep_memcpy(dst, src, len, PrepFlags::from_raw(flags))
+    {
+        // Only the current client's pool outlives the client's use of the
+        // descriptor (a stale one may be freed while it holds it).
+        Ok(p) if slot.pool.current_id() == Some(p.pool) => p.desc.as_ptr(),
+        Ok(_) => {
+            pr_err!("dmaengine: a driver prepared a descriptor of a former client\n");
+            core::ptr::null_mut()
+        }
         Err(_) => core::ptr::null_mut(),
     }
 }
@@ -702,13 +940,56 @@ unsafe extern "C" fn issue_pending<T: ChannelOps>(ctx: *const c_void) {
     unsafe { chan::<T>(ctx) }.issue_pending()
 }
 
+/// `enum dma_status` values.
+const DMA_COMPLETE: c_uint = 0;
+const DMA_IN_PROGRESS: c_uint = 1;
+const DMA_ERROR: c_uint = 3;
+
 /// # Safety
 ///
 /// The C glue calls this with a channel context registered by
-/// [`Registration::new`] for a `T`, before the device's release.
-unsafe extern "C" fn tx_poll<T: ChannelOps>(ctx: *const c_void, cookie: i32) -> u32 {
+/// [`Registration::new`] for a `T`, before the device's release, and a
+/// valid `state`.
+unsafe extern "C" fn tx_status<T: ChannelOps>(
+    ctx: *const c_void,
+    cookie: i32,
+    irqs_off: bool,
+    state: *mut ffi::RawTxState,
+) -> c_uint {
     // SAFETY: As in `alloc_chan_resources`.
-    unsafe { chan::<T>(ctx) }.poll(Cookie(cookie))
+    let slot = unsafe { slot::<T>(ctx) };
+    let report = |last: i32, used: i32, residue: u32| {
+        // SAFETY: `state` is valid for writes (function safety).
+        unsafe {
+            state.write(ffi::RawTxState {
+                last,
+                used,
+                residue,
+                in_flight_bytes: 0,
+            })
+        }
+    };
+    let Some(pool) = slot.pool.current() else {
+        // No client holds the channel: nothing of its is pending.
+        report(0, 0, 0);
+        return DMA_ERROR;
+    };
+    let (done, last, used) = pool.status(cookie);
+    // With interrupts off the driver cannot reap: the status as of the
+    // last reap.
+    if done || irqs_off {
+        report(last, used, 0);
+        return if done { DMA_COMPLETE } else { DMA_IN_PROGRESS };
+    }
+    let residue = slot.ops.poll(Cookie(cookie));
+    let (done, last, used) = pool.status(cookie);
+    if done {
+        report(last, used, 0);
+        DMA_COMPLETE
+    } else {
+        report(last, used, residue);
+        DMA_IN_PROGRESS
+    }
 }
 
 /// # Safety
@@ -716,10 +997,9 @@ unsafe extern "C" fn tx_poll<T: ChannelOps>(ctx: *const c_void, cookie: i32) -> 
 /// The C glue calls this with a channel context registered by
 /// [`Registration::new`] for a `T`, before the device's release.
 unsafe extern "C" fn terminate_all<T: ChannelOps>(ctx: *const c_void) -> c_int {
-    // SAFETY: `ctx` is `Arc::as_ptr` of a channel that `Channels<T>` holds
-    // until the device's release (see `Registration::new`), so the `Arc`
-    // outlives this call.
-    let this = unsafe { ArcBorrow::from_raw(ctx.cast::<T>()) };
+    // SAFETY: As in `alloc_chan_resources`; the slot holds the channel's
+    // `Arc` until the device's release.
+    let this: ArcBorrow<'_, T> = unsafe { slot::<T>(ctx) }.ops.as_arc_borrow();
     match T::terminate_all(this) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
