@@ -1,19 +1,30 @@
 # SPDX-License-Identifier: GPL-2.0
-# Suite: the emulated engine's own unit tests, clippy, rustfmt and a short fuzz run (no QEMU)
+# Suite: host-side Rust without QEMU: the emulated engine's unit tests, clippy, rustfmt and a short fuzz run; the RoCEv2 wire codec's tests
 . "$(dirname "$0")/../lib.sh"
 . "$REPO/scripts/guest/lib.sh"
 
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PLX_CACHE/cargo-target}
-manifest=$REPO/tools/plx-dma-emu/Cargo.toml
-out=$(root_cargo test --locked --manifest-path "$manifest" 2>&1) && rc=0 || rc=$?
-# One test point per unit test, then one for the run as a whole.
-printf '%s\n' "$out" | sed -n 's/^test \(.*\) \.\.\. ok$/ok - emu: \1/p; s/^test \(.*\) \.\.\. FAILED$/not ok - emu: \1/p'
-printf '%s\n' "$out" | grep -E '^test result:' | sed 's/^/# /'
-passed=$(printf '%s\n' "$out" | sed -n 's/^test result: .* \([0-9]*\) passed.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
-check "cargo test: $passed unit tests pass" test "$rc" -eq 0 -a "$passed" -gt 0
-check "cargo clippy --all-targets -D warnings" \
-	root_cargo clippy -q --locked --all-targets --manifest-path "$manifest" -- -D warnings
-check "cargo fmt --check" root_cargo fmt --check --manifest-path "$manifest"
+
+# cargo_points NAME MANIFEST: the package's unit tests, one test point
+# each (prefixed NAME), one for the run as a whole, then clippy and
+# rustfmt.
+cargo_points() {
+	local name=$1 manifest=$2 out rc passed
+	out=$(root_cargo test --locked --manifest-path "$manifest" 2>&1) && rc=0 || rc=$?
+	printf '%s\n' "$out" | sed -n "s/^test \(.*\) \.\.\. ok\$/ok - $name: \1/p; s/^test \(.*\) \.\.\. FAILED\$/not ok - $name: \1/p"
+	printf '%s\n' "$out" | grep -E '^test result:' | sed 's/^/# /'
+	passed=$(printf '%s\n' "$out" | sed -n 's/^test result: .* \([0-9]*\) passed.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
+	check "$name: cargo test: $passed unit tests pass" test "$rc" -eq 0 -a "$passed" -gt 0
+	check "$name: cargo clippy --all-targets -D warnings" \
+		root_cargo clippy -q --locked --all-targets --manifest-path "$manifest" -- -D warnings
+	check "$name: cargo fmt --check" root_cargo fmt --check --manifest-path "$manifest"
+}
+
+cargo_points emu "$REPO/tools/plx-dma-emu/Cargo.toml"
+# plx_rdma's RoCEv2 codec (drivers/infiniband/sw/plx_rdma/wire), whose
+# files the host crate includes: headers, opcode table, ICRC vectors,
+# parse never panicking.
+cargo_points roce-wire "$REPO/tools/testing/roce-wire/Cargo.toml"
 
 # The two-channel ceiling `make bench` reads: one line per size, and a size
 # no descriptor can copy refused.

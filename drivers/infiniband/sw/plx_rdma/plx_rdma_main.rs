@@ -39,6 +39,7 @@ mod pd;
 mod qp;
 mod stats;
 mod ud;
+mod wire;
 mod wq;
 
 use core::fmt;
