@@ -16,9 +16,20 @@
 //! DMAR fault and an error reply, which the engine turns into RD_FAIL or
 //! WR_FAIL. The table is only a cache of what the client told us; the
 //! guest IOMMU stays the authority.
+//!
+//! Only files sealed against shrinking (F_SEAL_SHRINK, which QEMU's
+//! `memory-backend-memfd` applies by default) are mapped. A file the client
+//! could truncate under our mapping would turn the next access into a
+//! SIGBUS that kills every channel of the process; and only memfds
+//! (tmpfs, hugetlbfs) can carry seals, so a file on FUSE or NFS, whose page
+//! faults can block the engine for as long as the server likes, is never
+//! mapped either. A window over any other file is kept in the table but
+//! served by DMA messages, like a window without a file.
 
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
+
+use nix::fcntl::{fcntl, FcntlArg, SealFlag};
 use std::sync::{Arc, RwLock, Weak};
 
 use vfio_bindings::bindings::vfio::{VFIO_DMA_MAP_FLAG_READ, VFIO_DMA_MAP_FLAG_WRITE};
@@ -178,6 +189,10 @@ impl DmaMapTable {
 
     /// Adds a window. With `direct` false (the default message path) the
     /// file descriptor is closed at once: only the bookkeeping is kept.
+    ///
+    /// With `direct`, a file that cannot be mapped safely (see the module
+    /// comment) still gets its window, served by DMA messages; the returned
+    /// `Some(reason)` says why, for the log.
     pub fn map(
         &mut self,
         iova: u64,
@@ -186,7 +201,7 @@ impl DmaMapTable {
         flags: u32,
         fd: Option<OwnedFd>,
         direct: bool,
-    ) -> Result<(), MapError> {
+    ) -> Result<Option<String>, MapError> {
         if size == 0 {
             return Err(MapError::Invalid("size 0".into()));
         }
@@ -196,20 +211,27 @@ impl DmaMapTable {
         if self.overlaps(iova, end) {
             return Err(MapError::Exists);
         }
+        let mut note = None;
         let backing = match fd {
-            Some(fd) if direct => {
-                let f = self.file_map(&fd)?;
-                let fits = offset
-                    .checked_add(size)
-                    .is_some_and(|e| e <= f.map.len() as u64);
-                if !fits {
-                    return Err(MapError::Invalid(format!(
-                        "file range {offset:#x}+{size:#x} beyond file size {:#x}",
-                        f.map.len()
-                    )));
+            Some(fd) if direct => match unsafe_to_map(&fd) {
+                Some(why) => {
+                    note = Some(why);
+                    None
                 }
-                Some((f, offset))
-            }
+                None => {
+                    let f = self.file_map(&fd)?;
+                    let fits = offset
+                        .checked_add(size)
+                        .is_some_and(|e| e <= f.map.len() as u64);
+                    if !fits {
+                        return Err(MapError::Invalid(format!(
+                            "file range {offset:#x}+{size:#x} beyond file size {:#x}",
+                            f.map.len()
+                        )));
+                    }
+                    Some((f, offset))
+                }
+            },
             _ => None,
         };
         let mut base = iova;
@@ -241,7 +263,7 @@ impl DmaMapTable {
             }
         }
         self.windows.insert(base, w);
-        Ok(())
+        Ok(note)
     }
 
     /// Removes windows. `all` empties the table. Otherwise every window
@@ -320,6 +342,19 @@ impl DmaMapTable {
             }
             _ => Piece::Unbacked(avail),
         }
+    }
+}
+
+/// Why the file behind `fd` must not be mapped, or `None` if it may be:
+/// it must be sealed against shrinking, so that no access through the
+/// mapping can ever fall beyond the end of the file.
+fn unsafe_to_map(fd: &OwnedFd) -> Option<String> {
+    match fcntl(fd, FcntlArg::F_GET_SEALS) {
+        Ok(seals) if SealFlag::from_bits_retain(seals).contains(SealFlag::F_SEAL_SHRINK) => None,
+        Ok(_) => Some("the file is not sealed against shrinking (F_SEAL_SHRINK)".into()),
+        Err(e) => Some(format!(
+            "the file cannot carry seals ({e}): not a memfd, so F_SEAL_SHRINK is impossible"
+        )),
     }
 }
 
@@ -497,11 +532,61 @@ mod tests {
 
     const RW: u32 = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
 
+    /// Guest RAM as QEMU's memory-backend-memfd makes it: sealed against
+    /// shrinking and growing.
     fn memfd(len: u64) -> OwnedFd {
-        let fd = memfd_create("plx-test", MFdFlags::MFD_CLOEXEC).unwrap();
+        let fd = unsealed_memfd(len);
+        let seals = SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL;
+        fcntl(&fd, FcntlArg::F_ADD_SEALS(seals)).unwrap();
+        fd
+    }
+
+    fn unsealed_memfd(len: u64) -> OwnedFd {
+        let flags = MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING;
+        let fd = memfd_create("plx-test", flags).unwrap();
         let f = std::fs::File::from(fd);
         f.set_len(len).unwrap();
         f.into()
+    }
+
+    /// A file the client may shrink after DMA_MAP is not mapped: its
+    /// window goes through messages, and shrinking the file afterwards
+    /// cannot raise SIGBUS in the emulator.
+    #[test]
+    fn an_unsealed_file_is_served_by_messages() {
+        let fd = unsealed_memfd(0x4000);
+        let mut t = DmaMapTable::new();
+        let note = t.map(0x1000, 0x4000, 0, RW, Some(dup(&fd)), true).unwrap();
+        assert!(note.unwrap().contains("F_SEAL_SHRINK"));
+        // Neither is a file that cannot carry seals at all.
+        let dir = std::env::temp_dir().join(format!("plx-dma-emu-map-{}", std::process::id()));
+        let plain = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&dir)
+            .unwrap();
+        let _ = std::fs::remove_file(&dir);
+        plain.set_len(0x1000).unwrap();
+        let note = t
+            .map(0x10_0000, 0x1000, 0, RW, Some(plain.into()), true)
+            .unwrap();
+        assert!(note.is_some());
+        let (m, fb) = mapped(t);
+        std::fs::File::from(dup(&fd)).set_len(0).unwrap();
+        // Served by the fallback (which has no memory here): an error, not
+        // a SIGBUS.
+        assert!(m.read(0x1000, &mut [0u8; 16]).is_err());
+        assert!(m.write(0x3000, &[1u8; 16]).is_err());
+        fb.add_region(0x1000, 0x100);
+        m.write(0x1000, b"messages").unwrap();
+        assert_eq!(count(&m.stats.bytes_mapped), 0);
+        // A sealed file is mapped, and cannot be shrunk under us.
+        let sealed = memfd(0x1000);
+        let mut t = DmaMapTable::new();
+        assert_eq!(t.map(0, 0x1000, 0, RW, Some(dup(&sealed)), true), Ok(None));
+        assert!(std::fs::File::from(sealed).set_len(0).is_err());
     }
 
     fn dup(fd: &OwnedFd) -> OwnedFd {

@@ -448,7 +448,14 @@ impl Session {
         let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
         let windows = t.len();
         match t.map(m.iova, m.size, m.offset, m.flags, fd, self.mapped) {
-            Ok(()) => {
+            Ok(note) => {
+                if let Some(why) = note {
+                    self.dev.warn(format_args!(
+                        "DMA_MAP {:#x}+{:#x}: not mapping the file ({why}); \
+                         the window is served by DMA messages",
+                        m.iova, m.size
+                    ));
+                }
                 if t.len() <= windows {
                     inc(&self.dev.stats.dma_maps_merged);
                 }
