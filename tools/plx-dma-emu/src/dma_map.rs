@@ -47,6 +47,11 @@ use crate::sys::Mmap;
 /// faster than `memmove` on a memory-bound host.
 pub const STREAM_MIN: usize = 64 * 1024;
 
+/// Most windows one connection may hold: the default `dma_entry_limit` of
+/// the kernel's vfio type1 IOMMU, which QEMU already lives with. Without a
+/// cap a client could grow the table (and every lookup) without bound.
+pub const MAX_WINDOWS: usize = 65535;
+
 /// A whole backing file mapped once.
 #[derive(Debug)]
 struct FileMap {
@@ -96,6 +101,9 @@ pub enum MapError {
     /// mmap or fstat failed.
     #[error("cannot map the client's file: {0}")]
     Os(String),
+    /// The table holds [`MAX_WINDOWS`] windows already.
+    #[error("too many DMA windows (at most {MAX_WINDOWS})")]
+    TooMany,
 }
 
 impl MapError {
@@ -105,6 +113,8 @@ impl MapError {
             MapError::Exists => libc::EEXIST,
             MapError::Invalid(_) => libc::EINVAL,
             MapError::Os(_) => libc::ENOMEM,
+            // What vfio type1 answers at its dma_entry_limit.
+            MapError::TooMany => libc::ENOSPC,
         }
     }
 }
@@ -114,6 +124,9 @@ impl MapError {
 pub struct DmaMapTable {
     windows: BTreeMap<u64, Window>,
     files: Vec<Weak<FileMap>>,
+    /// Windows looked at by `unmap`, so tests can check it stays local.
+    #[cfg(test)]
+    scanned: usize,
 }
 
 /// What a lookup found for the start of an access.
@@ -262,6 +275,11 @@ impl DmaMapTable {
                 w.size += next.size;
             }
         }
+        // A merge removed its neighbour above, so the table is full here
+        // only when the window is a new one: refusing it loses nothing.
+        if self.windows.len() >= MAX_WINDOWS {
+            return Err(MapError::TooMany);
+        }
         self.windows.insert(base, w);
         Ok(note)
     }
@@ -279,12 +297,24 @@ impl DmaMapTable {
             return n;
         }
         let end = iova.saturating_add(size);
-        let hits: Vec<u64> = self
+        // Windows are disjoint, so only the last one starting below `iova`
+        // can reach into the range, and the others start inside it: two
+        // ordered lookups, not a scan of the table (a vIOMMU unmaps page
+        // by page, so a scan would make a teardown quadratic).
+        let straddling = self
             .windows
-            .range(..end)
+            .range(..iova)
+            .next_back()
             .filter(|(&b, w)| b + w.size > iova)
-            .map(|(&b, _)| b)
+            .map(|(&b, _)| b);
+        let hits: Vec<u64> = straddling
+            .into_iter()
+            .chain(self.windows.range(iova..end).map(|(&b, _)| b))
             .collect();
+        #[cfg(test)]
+        {
+            self.scanned += hits.len();
+        }
         let mut removed = 0;
         for base in hits {
             let Some(w) = self.windows.remove(&base) else {
@@ -296,7 +326,10 @@ impl DmaMapTable {
                 head.size = iova - base;
                 self.windows.insert(base, head);
             }
-            if w_end > end {
+            // Trimming a window in the middle leaves two. At the cap the
+            // tail is dropped instead: the table is only a cache, and its
+            // bytes are then reached through DMA messages.
+            if w_end > end && self.windows.len() < MAX_WINDOWS {
                 let mut tail = w.clone();
                 tail.size = w_end - end;
                 if let Some((f, off)) = tail.backing.take() {
@@ -630,6 +663,60 @@ mod tests {
             t.map(0x10000, 0x2000, 0, RW, Some(fd), true),
             Err(MapError::Invalid(_))
         ));
+    }
+
+    /// Windows that do not merge: every other page.
+    fn scattered(t: &mut DmaMapTable, n: u64) {
+        for i in 0..n {
+            t.map(i * 0x2000, 0x1000, 0, RW, None, false).unwrap();
+        }
+    }
+
+    /// DMA_UNMAP looks only at the windows it touches, not at every window
+    /// below the range.
+    #[test]
+    fn unmap_does_not_scan_the_table() {
+        let mut t = DmaMapTable::new();
+        scattered(&mut t, 1000);
+        assert_eq!(t.len(), 1000);
+        // From the top down, one page at a time, as a vIOMMU tears down.
+        for i in (0..1000u64).rev() {
+            assert_eq!(t.unmap(i * 0x2000, 0x1000, false), 0x1000);
+        }
+        assert!(t.is_empty());
+        assert_eq!(t.scanned, 1000);
+        // A range straddling windows on both sides finds exactly those.
+        scattered(&mut t, 8);
+        t.scanned = 0;
+        assert_eq!(t.unmap(0x2800, 0x4000, false), 0x800 + 0x1000 + 0x800);
+        assert_eq!(t.scanned, 3);
+    }
+
+    /// The table has a cap; a map beyond it is refused (ENOSPC, like vfio
+    /// type1), and an unmap that would split a window at the cap drops the
+    /// tail from the cache instead of growing the table.
+    #[test]
+    fn the_window_table_is_capped() {
+        let mut t = DmaMapTable::new();
+        scattered(&mut t, MAX_WINDOWS as u64);
+        let top = MAX_WINDOWS as u64 * 0x2000;
+        let e = t.map(top, 0x1000, 0, RW, None, false).unwrap_err();
+        assert_eq!(e, MapError::TooMany);
+        assert_eq!(e.errno(), libc::ENOSPC);
+        assert_eq!(t.len(), MAX_WINDOWS);
+        // Extending a window is still possible (no new entry): this one
+        // joins the first two windows into one.
+        t.map(0x1000, 0x1000, 0, RW, None, false).unwrap();
+        assert_eq!(t.len(), MAX_WINDOWS - 1);
+        t.map(top, 0x800, 0, RW, None, false).unwrap();
+        assert_eq!(t.len(), MAX_WINDOWS);
+        // A hole in the middle of a window at the cap: no growth, and the
+        // head stays.
+        assert_eq!(t.unmap(0x400, 0x100, false), 0x100);
+        assert_eq!(t.len(), MAX_WINDOWS);
+        let mut r = t.windows.range(..0x2000);
+        assert_eq!(r.next().map(|(&b, w)| (b, w.size)), Some((0, 0x400)));
+        assert!(r.next().is_none());
     }
 
     #[test]
