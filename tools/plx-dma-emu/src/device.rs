@@ -436,17 +436,18 @@ impl Device {
 
     // ---- engine thread support --------------------------------------------
 
-    /// Starts the engine thread on `mem` (one per connection).
+    /// Starts the engine thread on `mem` (one per connection). Fails when
+    /// the system refuses a thread (EAGAIN under a thread limit): the
+    /// caller turns the connection away instead of the process dying.
     pub fn start_worker(
         self: &Arc<Self>,
         mem: Arc<dyn GuestMemory>,
-    ) -> std::thread::JoinHandle<()> {
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
         self.lock().worker_stop = false;
         let dev = self.clone();
         std::thread::Builder::new()
             .name(format!("plx-{}-engine", self.name))
             .spawn(move || crate::engine::run(&dev, mem.as_ref()))
-            .expect("spawning the engine thread")
     }
 
     /// Stops and joins the engine thread.

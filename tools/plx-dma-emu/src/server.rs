@@ -116,8 +116,22 @@ pub fn serve(dev: &Arc<Device>, stream: UnixStream, opts: ServerOptions) {
     } else {
         messages
     };
+    let worker = match dev.start_worker(mem) {
+        Ok(w) => w,
+        Err(e) => {
+            // Without an engine the device cannot work: the client sees
+            // the connection close at once (a device that failed to come
+            // up), and the channel waits for the next one.
+            crate::log!(
+                Level::Error,
+                dev.name(),
+                "cannot start the engine thread: {e}; closing the connection"
+            );
+            conn.close();
+            return;
+        }
+    };
     dev.attach(conn.clone());
-    let worker = dev.start_worker(mem);
     let mut session = Session::new(dev.clone(), conn.clone(), table.clone(), opts.mapped);
     let why = loop {
         match recv_message(&stream) {
@@ -142,7 +156,7 @@ pub fn serve(dev: &Arc<Device>, stream: UnixStream, opts: ServerOptions) {
         .unmap(0, 0, true);
     dev.client_gone();
     // The engine is stopped: these are the connection's final counters.
-    eprintln!(
+    crate::stderr_line!(
         "{}",
         dev.stats
             .summary_line(dev.name(), opts.path_name(), "disconnect")

@@ -601,7 +601,7 @@ fn stall_fault_delays_each_descriptor() {
 fn busy_fault_outlasts_a_pause_but_not_an_abort() {
     let mut r = Rig::new(8);
     r.alloc();
-    let worker = r.dev.start_worker(r.mem.clone());
+    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
     r.dev.arm_fault(FaultSpec::Busy(300)).unwrap();
     let s = r.submit(SRC, DST, 64, true);
     r.issue();
@@ -629,7 +629,7 @@ fn busy_fault_outlasts_a_pause_but_not_an_abort() {
 fn hang_fault_holds_one_descriptor_until_paused() {
     let mut r = Rig::new(8);
     r.alloc();
-    let worker = r.dev.start_worker(r.mem.clone());
+    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
     r.dev.arm_fault(FaultSpec::Hang(2)).unwrap();
     let s1 = r.submit(SRC, DST, 64, true);
     let s2 = r.submit(SRC, DST, 64, true);
@@ -761,7 +761,7 @@ fn engine_thread_with_plx_dma_polling() {
     r.dev
         .set_irqs(trig, VFIO_PCI_MSIX_IRQ_INDEX, 0, 1, &[], vec![fd])
         .unwrap();
-    let worker = r.dev.start_worker(r.mem.clone());
+    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
     let data = r.fill(SRC, 8192, 9);
     let mut slots = Vec::new();
     for i in 0..40u64 {
@@ -846,7 +846,7 @@ fn concurrent_register_traffic_while_engine_runs() {
     // exercises the lock discipline (no deadlock, no panic).
     let mut r = Rig::new(256);
     r.alloc();
-    let worker = r.dev.start_worker(r.mem.clone());
+    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let dev = r.dev.clone();
     let stop2 = stop.clone();
