@@ -640,6 +640,9 @@ impl State {
                     self.eng.woken_at.get_or_insert_with(Instant::now);
                 }
                 self.eng.kick += 1;
+                // The doorbell ends IDLE: the engine has work to look at,
+                // and IN_PROGRESS reads 1 until it finds the ring dry again.
+                self.eng.idle_at_kick = None;
             } else {
                 self.try_start(dev);
             }

@@ -87,6 +87,30 @@ fn ring_wraps_and_doorbell_wakes_idle_engine() {
     );
 }
 
+/// IN_PROGRESS reads 0 while the engine waits on a dry ring and 1 again
+/// from the doorbell that wakes it (the spec's IDLE -> RUNNING), not only
+/// until the ring first ran dry.
+#[test]
+fn in_progress_reads_1_again_after_a_doorbell_wakes_the_engine() {
+    let mut r = Rig::new(8);
+    r.alloc();
+    r.fill(SRC, 64, 5);
+    let in_progress = |r: &Rig| rd32(&r.dev, CTRL) & CTRL_IN_PROGRESS != 0;
+    r.submit(SRC, DST, 64, false);
+    r.issue();
+    assert!(in_progress(&r));
+    r.run();
+    assert!(!in_progress(&r), "idle on a dry ring");
+    assert_ne!(rd32(&r.dev, CTRL) & CTRL_START, 0);
+    r.submit(SRC, DST + 64, 64, false);
+    r.issue();
+    assert!(in_progress(&r), "the doorbell wakes the engine");
+    assert!(r.dev.engine_summary().2);
+    r.run();
+    assert!(!in_progress(&r));
+    assert_eq!(load(&r.dev.stats.descriptors), 2);
+}
+
 #[test]
 fn wakeups_count_the_doorbells_that_find_the_engine_idle() {
     let mut r = Rig::new(8);
