@@ -111,6 +111,95 @@ fn in_progress_reads_1_again_after_a_doorbell_wakes_the_engine() {
     assert_eq!(load(&r.dev.stats.descriptors), 2);
 }
 
+/// A DEVICE_RESET answered while the engine reads a descriptor's source
+/// (a DMA_READ in flight): neither the destination write nor the
+/// write-back may land after the reset, where the driver may already have
+/// rebuilt its ring at the same IOVA.
+#[test]
+fn nothing_lands_after_a_reset_during_the_source_read() {
+    struct ResetOnRead {
+        inner: Arc<VecMemory>,
+        dev: Arc<Device>,
+        armed: AtomicBool,
+    }
+    impl GuestMemory for ResetOnRead {
+        fn read(&self, iova: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+            let r = self.inner.read(iova, buf);
+            if iova >= SRC && iova < SRC + BUF as u64 && self.armed.swap(false, Ordering::SeqCst) {
+                self.dev.reset("test: reset while the source is read");
+            }
+            r
+        }
+        fn write(&self, iova: u64, data: &[u8]) -> Result<(), DmaError> {
+            self.inner.write(iova, data)
+        }
+    }
+    let mut r = Rig::new(8);
+    r.alloc();
+    wr32(&r.dev, CTRL, CTRL_RESET_VAL | CTRL_WRITE_BACK_EN);
+    r.fill(SRC, 256, 9);
+    let s = r.submit(SRC, DST, 256, true);
+    r.issue();
+    let mem = ResetOnRead {
+        inner: r.mem.clone(),
+        dev: r.dev.clone(),
+        armed: AtomicBool::new(true),
+    };
+    run_until_idle(&r.dev, &mem, 100);
+    assert_eq!(
+        r.read(DST, 256),
+        vec![0u8; 256],
+        "data landed after the reset"
+    );
+    assert_ne!(
+        r.wb(s) & desc::FLAG_VALID,
+        0,
+        "written back after the reset"
+    );
+    assert_eq!(load(&r.dev.stats.descriptors), 0);
+    assert_eq!(rd32(&r.dev, DESC_RING_NEXT_ADDR), 0);
+}
+
+/// A reset while the last destination write is in flight: that write
+/// lands (it was issued), but the write-back, after it, does not.
+#[test]
+fn no_write_back_after_a_reset_during_the_last_write() {
+    struct ResetOnWrite {
+        inner: Arc<VecMemory>,
+        dev: Arc<Device>,
+        armed: AtomicBool,
+    }
+    impl GuestMemory for ResetOnWrite {
+        fn read(&self, iova: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+            self.inner.read(iova, buf)
+        }
+        fn write(&self, iova: u64, data: &[u8]) -> Result<(), DmaError> {
+            let r = self.inner.write(iova, data);
+            if iova >= DST && self.armed.swap(false, Ordering::SeqCst) {
+                self.dev.reset("test: reset during the destination write");
+            }
+            r
+        }
+    }
+    let mut r = Rig::new(8);
+    r.alloc();
+    let data = r.fill(SRC, 256, 4);
+    let s = r.submit(SRC, DST, 256, true);
+    r.issue();
+    let mem = ResetOnWrite {
+        inner: r.mem.clone(),
+        dev: r.dev.clone(),
+        armed: AtomicBool::new(true),
+    };
+    run_until_idle(&r.dev, &mem, 100);
+    assert_eq!(r.read(DST, 256), data);
+    assert_ne!(
+        r.wb(s) & desc::FLAG_VALID,
+        0,
+        "written back after the reset"
+    );
+}
+
 #[test]
 fn wakeups_count_the_doorbells_that_find_the_engine_idle() {
     let mut r = Rig::new(8);
