@@ -187,7 +187,7 @@ fn run_batch(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>, snap: &
                     return Step::Progress;
                 }
                 if st.regs.ctrl & CTRL_RING_STOP_MODE != 0 {
-                    st.eng.enabled = false;
+                    st.stop_engine();
                     st.regs.ctrl |= crate::regs::CTRL_DESC_INVALID;
                     st.raise(INTR_STATUS_INV_DESC);
                     dev.debug(format_args!(
