@@ -255,6 +255,12 @@ fn run_batch(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>, snap: &
         }
         let write_back_ok = if plan.write_back {
             let word = write_back_word(status, transferred);
+            // On the mapped path the data went out as plain stores to
+            // memory the guest reads; on a weakly ordered host they could
+            // become visible after the write-back that says they are done.
+            // A release fence orders them first (free on x86, where
+            // stores are not reordered with each other).
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
             match mem.write(desc_addr, &word.to_le_bytes()) {
                 Ok(()) => true,
                 Err(e) => {
