@@ -154,10 +154,18 @@ pub fn engine_gbs(mem: &dyn GuestMemory, size: usize, budget: Duration) -> (f64,
     )
 }
 
+/// A memfd sealed like QEMU's guest RAM (the mapped path maps nothing
+/// else).
 fn memfd(len: u64) -> std::io::Result<OwnedFd> {
-    let fd = memfd_create("plx-bench", MFdFlags::MFD_CLOEXEC)?;
+    use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+    let fd = memfd_create(
+        "plx-bench",
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+    )?;
     let f = std::fs::File::from(fd);
     f.set_len(len)?;
+    let seals = SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL;
+    fcntl(&f, FcntlArg::F_ADD_SEALS(seals))?;
     Ok(f.into())
 }
 

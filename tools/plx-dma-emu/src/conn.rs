@@ -8,6 +8,12 @@
 //! message ID. Writes come from both threads and are serialised by a mutex
 //! so that messages never interleave.
 //!
+//! A client that stops reading must not hang us: every send has a deadline
+//! ([`SEND_TIMEOUT`]), after which the connection is closed (a message
+//! may have gone out in part, so the stream cannot be trusted any more),
+//! and [`Conn::close`] never waits for the write mutex: shutting the socket
+//! down wakes a sender blocked inside the kernel.
+//!
 //! This split is what avoids the deadlock described in the vfio-user spec
 //! ("it is still illegal for implementations to stall command or reply
 //! processing indefinitely while waiting for replies on the other
@@ -21,6 +27,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags, UnixAddr};
@@ -30,6 +37,11 @@ use crate::sys::adopt_received_fds;
 
 /// The most descriptors Linux passes in one SCM_RIGHTS message.
 const SCM_MAX_FD: usize = 253;
+
+/// How long one message may take to go out. QEMU reads its socket from its
+/// main loop, so a send only waits this long if the client stopped reading;
+/// then the connection is closed rather than left to wedge the channel.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A received message.
 #[derive(Debug)]
@@ -136,7 +148,11 @@ pub fn recv_message(stream: &UnixStream) -> Result<Option<Message>, TransportErr
 /// requests waiting for replies.
 #[derive(Debug)]
 pub struct Conn {
-    writer: Mutex<UnixStream>,
+    /// The socket. `&UnixStream` writes, so the stream itself needs no
+    /// lock: [`Conn::close`] shuts it down while a sender is blocked.
+    stream: UnixStream,
+    /// Held for a whole message so that messages never interleave.
+    write_lock: Mutex<()>,
     pending: Mutex<HashMap<u16, SyncSender<Reply>>>,
     next_id: AtomicU16,
     closed: AtomicBool,
@@ -144,10 +160,28 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// Wraps the write side of a connected socket.
+    /// Wraps the write side of a connected socket, with sends bounded by
+    /// [`SEND_TIMEOUT`].
     pub fn new(writer: UnixStream) -> Conn {
+        Conn::with_send_timeout(writer, SEND_TIMEOUT)
+    }
+
+    /// As [`Conn::new`], with another send deadline (tests use a short one).
+    ///
+    /// The deadline is the socket's SO_SNDTIMEO, which bounds each blocking
+    /// write without touching the read side (O_NONBLOCK would, since the
+    /// reader shares the open file description).
+    pub fn with_send_timeout(writer: UnixStream, timeout: Duration) -> Conn {
+        if let Err(e) = writer.set_write_timeout(Some(timeout)) {
+            crate::log!(
+                crate::log::Level::Warn,
+                "",
+                "cannot set a send timeout on the client socket: {e}"
+            );
+        }
         Conn {
-            writer: Mutex::new(writer),
+            stream: writer,
+            write_lock: Mutex::new(()),
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicU16::new(0),
             closed: AtomicBool::new(false),
@@ -163,8 +197,18 @@ impl Conn {
                 "connection closed",
             ));
         }
-        let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        w.write_all(bytes)
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let r = (&self.stream).write_all(bytes);
+        if let Err(e) = &r {
+            // Part of the message may be out: the stream is no longer
+            // framed, so nothing more can be sent on it. A timeout means
+            // the client stopped reading. Either way the connection ends;
+            // the socket thread then sees EOF and tears the channel down.
+            if e.kind() != io::ErrorKind::Interrupted {
+                self.close();
+            }
+        }
+        r
     }
 
     /// Largest DMA transfer per message, as negotiated.
@@ -224,8 +268,10 @@ impl Conn {
         self.closed.store(true, Ordering::Release);
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.clear();
-        let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = w.shutdown(std::net::Shutdown::Both);
+        drop(pending);
+        // Not under the write lock: a sender blocked in the kernel holds
+        // it, and the shutdown is what wakes that sender (with EPIPE).
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
     }
 
     /// True once [`Conn::close`] ran.
@@ -240,6 +286,7 @@ mod tests {
     use crate::protocol::{cmd, request};
     use nix::sys::socket::{sendmsg, ControlMessage};
     use std::io::IoSlice;
+    use std::sync::Arc;
 
     /// Sends `msg` with `fds` attached.
     fn send_with_fds(to: &UnixStream, msg: &[u8], fds: &[std::os::fd::RawFd]) {
@@ -304,6 +351,73 @@ mod tests {
         a.write_all(&[0u8; 10]).unwrap();
         drop(a);
         assert!(matches!(recv_message(&b), Err(TransportError::Truncated)));
+    }
+
+    /// Fills the socket's send buffer until a send blocks, from another
+    /// thread; returns once that thread is stuck (holding the write lock)
+    /// and a receiver for the result of its send.
+    fn wedge_sender(c: &Arc<Conn>) -> Receiver<io::Result<()>> {
+        let (tx, rx) = sync_channel(1);
+        let sender = c.clone();
+        std::thread::spawn(move || {
+            let big = vec![0u8; 1 << 16];
+            loop {
+                if let Err(e) = sender.send(&big) {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            }
+        });
+        // Wait until the sender is blocked: the lock stays held.
+        for _ in 0..500 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            if c.write_lock.try_lock().is_err() {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                if c.write_lock.try_lock().is_err() {
+                    break;
+                }
+            }
+        }
+        rx
+    }
+
+    /// A client that stops reading: closing the connection (teardown, the
+    /// vanish fault, SIGTERM) must not wait for the blocked sender, and the
+    /// sender is woken with an error.
+    #[test]
+    fn close_does_not_wait_for_a_blocked_sender() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let c = Arc::new(Conn::with_send_timeout(a, Duration::from_secs(600)));
+        let sent = wedge_sender(&c);
+        let (tx, rx) = sync_channel(1);
+        let c2 = c.clone();
+        std::thread::spawn(move || {
+            c2.close();
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(Duration::from_secs(5))
+            .expect("close() hung behind a blocked sender");
+        assert!(sent.recv_timeout(Duration::from_secs(5)).unwrap().is_err());
+        assert!(c.is_closed());
+    }
+
+    /// Nobody closes: the blocked send gives up at its deadline and the
+    /// connection is closed, so the socket thread sees the end.
+    #[test]
+    fn a_send_to_a_client_that_stops_reading_times_out() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let c = Arc::new(Conn::with_send_timeout(a, Duration::from_millis(200)));
+        let sent = wedge_sender(&c);
+        let r = sent
+            .recv_timeout(Duration::from_secs(5))
+            .expect("send blocked past its deadline");
+        assert!(r.is_err());
+        assert!(c.is_closed());
+        assert!(c.send(b"x").is_err());
+        // The peer reads what was sent, then EOF.
+        let mut sink = Vec::new();
+        let mut b = b;
+        b.read_to_end(&mut sink).unwrap();
     }
 
     #[test]

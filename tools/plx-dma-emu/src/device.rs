@@ -70,6 +70,11 @@ pub struct EngineState {
     /// When a doorbell (or a start) found the engine idle; taken by the
     /// engine's next fetch, which counts the wake-up (`wakeup_ns`).
     pub woken_at: Option<Instant>,
+    /// DESC_RING_NEXT_ADDR as written while the engine ran: held apart so
+    /// that the engine's advance does not overwrite it, and installed when
+    /// the engine stops, for the next START (the spec's "takes effect at
+    /// the next START").
+    pub next_written: Option<u32>,
 }
 
 /// Everything behind the device lock.
@@ -436,17 +441,18 @@ impl Device {
 
     // ---- engine thread support --------------------------------------------
 
-    /// Starts the engine thread on `mem` (one per connection).
+    /// Starts the engine thread on `mem` (one per connection). Fails when
+    /// the system refuses a thread (EAGAIN under a thread limit): the
+    /// caller turns the connection away instead of the process dying.
     pub fn start_worker(
         self: &Arc<Self>,
         mem: Arc<dyn GuestMemory>,
-    ) -> std::thread::JoinHandle<()> {
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
         self.lock().worker_stop = false;
         let dev = self.clone();
         std::thread::Builder::new()
             .name(format!("plx-{}-engine", self.name))
             .spawn(move || crate::engine::run(&dev, mem.as_ref()))
-            .expect("spawning the engine thread")
     }
 
     /// Stops and joins the engine thread.
@@ -587,6 +593,13 @@ impl State {
                         name(dw)
                     ));
                 }
+                if dw == DESC_RING_NEXT_ADDR && self.eng.enabled {
+                    // NEXT_ADDR reads the live position while the engine
+                    // runs; the value written waits for the stop.
+                    let old = self.eng.next_written.unwrap_or(self.regs.next_lo);
+                    self.eng.next_written = Some(merge(old));
+                    return;
+                }
                 let r = match dw {
                     DESC_RING_ADDR => &mut self.regs.ring_lo,
                     DESC_RING_ADDR_HI => &mut self.regs.ring_hi,
@@ -639,6 +652,9 @@ impl State {
                     self.eng.woken_at.get_or_insert_with(Instant::now);
                 }
                 self.eng.kick += 1;
+                // The doorbell ends IDLE: the engine has work to look at,
+                // and IN_PROGRESS reads 1 until it finds the ring dry again.
+                self.eng.idle_at_kick = None;
             } else {
                 self.try_start(dev);
             }
@@ -703,14 +719,23 @@ impl State {
         ));
     }
 
+    /// The engine leaves RUNNING/IDLE for STOPPED. A NEXT_ADDR written
+    /// while it ran takes the place of the live position now.
+    pub fn stop_engine(&mut self) {
+        self.eng.enabled = false;
+        self.eng.idle_at_kick = None;
+        if let Some(next) = self.eng.next_written.take() {
+            self.regs.next_lo = next;
+        }
+    }
+
     /// Completes a graceful pause: the engine stops and PAUSE_DONE is set
     /// (plus IMM_PAUSE_DONE when no descriptor had to be finished first).
     pub fn pause_done(&mut self, immediate: bool) {
         if self.eng.enabled {
             inc(&self.stats.pauses);
         }
-        self.eng.enabled = false;
-        self.eng.idle_at_kick = None;
+        self.stop_engine();
         let mut status = INTR_STATUS_PAUSE_DONE;
         self.regs.ctrl |= CTRL_GRACEFUL_PAUSE_DONE;
         if immediate {
@@ -722,9 +747,8 @@ impl State {
 
     /// Completes an abort: the engine stops, ABORT self-clears, ABORT_DONE.
     pub fn abort_done(&mut self) {
-        self.eng.enabled = false;
+        self.stop_engine();
         self.eng.abort_req = false;
-        self.eng.idle_at_kick = None;
         self.regs.ctrl |= CTRL_ABORT_DONE;
         inc(&self.stats.aborts);
         self.raise(INTR_STATUS_ABORT_DONE);
@@ -732,8 +756,7 @@ impl State {
 
     /// Stops the engine on a fatal error (fetch or write-back failure).
     pub fn fatal(&mut self) {
-        self.eng.enabled = false;
-        self.eng.idle_at_kick = None;
+        self.stop_engine();
         self.raise(INTR_STATUS_ERROR);
     }
 
@@ -817,8 +840,7 @@ impl State {
         if !write_back_ok {
             inc(&s.writeback_errors);
             inc(&s.errors);
-            self.eng.enabled = false;
-            self.eng.idle_at_kick = None;
+            self.stop_engine();
             bits |= INTR_STATUS_ERROR;
         } else if int_when_done {
             bits |= INTR_STATUS_DESC_DONE;
@@ -945,6 +967,31 @@ mod tests {
         assert_ne!(c & CTRL_START, 0);
         assert_ne!(c & CTRL_IN_PROGRESS, 0);
         assert_eq!(d.engine_summary(), (true, 2, true));
+    }
+
+    /// NEXT_ADDR written while the engine runs: reads keep showing the
+    /// live position (which the engine's advance updates), and the value
+    /// written is what the next START from STOPPED uses.
+    #[test]
+    fn next_addr_written_while_running_takes_effect_at_the_next_start() {
+        let d = Device::new("t");
+        wr32(&d, DESC_RING_COUNT, 4);
+        wr32(&d, DESC_RING_ADDR, 0x1000);
+        wr32(&d, DESC_RING_NEXT_ADDR, 0x1000);
+        wr32(&d, CTRL, CTRL_DESC_MODE_OFF_CHIP | CTRL_START);
+        assert!(d.engine_summary().0);
+        wr32(&d, DESC_RING_NEXT_ADDR, 0x1030);
+        assert_eq!(rd32(&d, DESC_RING_NEXT_ADDR), 0x1000, "live position");
+        // The engine completes the descriptor at 0x1000.
+        d.lock()
+            .complete(0x1000, false, crate::desc::Completion::Success, 8, true);
+        assert_eq!(rd32(&d, DESC_RING_NEXT_ADDR), 0x1010);
+        // Pause: the written value is installed, and START uses it.
+        wr32(&d, CTRL, CTRL_DESC_MODE_OFF_CHIP | CTRL_GRACEFUL_PAUSE);
+        assert!(!d.engine_summary().0);
+        assert_eq!(rd32(&d, DESC_RING_NEXT_ADDR), 0x1030);
+        wr32(&d, CTRL, CTRL_DESC_MODE_OFF_CHIP | CTRL_START);
+        assert_eq!(d.engine_summary(), (true, 3, true));
     }
 
     #[test]

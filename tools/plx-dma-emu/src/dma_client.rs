@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::conn::Conn;
-use crate::memory::{bounce_copy, CopyError, DmaError, GuestMemory};
+use crate::memory::{bounce_copy, bounce_copy_checked, CopyError, DmaError, GuestMemory};
 use crate::protocol::{cmd, request, DmaRw};
 use crate::stats::{add, inc, Stats};
 
@@ -122,6 +122,23 @@ impl GuestMemory for ClientDma {
         bounce_copy(self, src, dst, len, scratch)?;
         add(&self.stats.bytes_messages, len as u64);
         Ok(())
+    }
+
+    fn copy_checked(
+        &self,
+        src: u64,
+        dst: u64,
+        len: usize,
+        scratch: &mut Vec<u8>,
+        proceed: &dyn Fn() -> bool,
+    ) -> Result<bool, CopyError> {
+        // The read is a round of messages that can take a while: a reset
+        // answered meanwhile must stop the write.
+        let wrote = bounce_copy_checked(self, src, dst, len, scratch, proceed)?;
+        if wrote {
+            add(&self.stats.bytes_messages, len as u64);
+        }
+        Ok(wrote)
     }
 
     fn max_chunk(&self) -> usize {

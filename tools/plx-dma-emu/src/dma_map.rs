@@ -16,9 +16,20 @@
 //! DMAR fault and an error reply, which the engine turns into RD_FAIL or
 //! WR_FAIL. The table is only a cache of what the client told us; the
 //! guest IOMMU stays the authority.
+//!
+//! Only files sealed against shrinking (F_SEAL_SHRINK, which QEMU's
+//! `memory-backend-memfd` applies by default) are mapped. A file the client
+//! could truncate under our mapping would turn the next access into a
+//! SIGBUS that kills every channel of the process; and only memfds
+//! (tmpfs, hugetlbfs) can carry seals, so a file on FUSE or NFS, whose page
+//! faults can block the engine for as long as the server likes, is never
+//! mapped either. A window over any other file is kept in the table but
+//! served by DMA messages, like a window without a file.
 
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
+
+use nix::fcntl::{fcntl, FcntlArg, SealFlag};
 use std::sync::{Arc, RwLock, Weak};
 
 use vfio_bindings::bindings::vfio::{VFIO_DMA_MAP_FLAG_READ, VFIO_DMA_MAP_FLAG_WRITE};
@@ -35,6 +46,11 @@ use crate::sys::Mmap;
 /// copies (the bench's occupy 16 MiB), and streaming copies ran 25 to 45 %
 /// faster than `memmove` on a memory-bound host.
 pub const STREAM_MIN: usize = 64 * 1024;
+
+/// Most windows one connection may hold: the default `dma_entry_limit` of
+/// the kernel's vfio type1 IOMMU, which QEMU already lives with. Without a
+/// cap a client could grow the table (and every lookup) without bound.
+pub const MAX_WINDOWS: usize = 65535;
 
 /// A whole backing file mapped once.
 #[derive(Debug)]
@@ -85,6 +101,9 @@ pub enum MapError {
     /// mmap or fstat failed.
     #[error("cannot map the client's file: {0}")]
     Os(String),
+    /// The table holds [`MAX_WINDOWS`] windows already.
+    #[error("too many DMA windows (at most {MAX_WINDOWS})")]
+    TooMany,
 }
 
 impl MapError {
@@ -94,6 +113,8 @@ impl MapError {
             MapError::Exists => libc::EEXIST,
             MapError::Invalid(_) => libc::EINVAL,
             MapError::Os(_) => libc::ENOMEM,
+            // What vfio type1 answers at its dma_entry_limit.
+            MapError::TooMany => libc::ENOSPC,
         }
     }
 }
@@ -103,6 +124,9 @@ impl MapError {
 pub struct DmaMapTable {
     windows: BTreeMap<u64, Window>,
     files: Vec<Weak<FileMap>>,
+    /// Windows looked at by `unmap`, so tests can check it stays local.
+    #[cfg(test)]
+    scanned: usize,
 }
 
 /// What a lookup found for the start of an access.
@@ -178,6 +202,10 @@ impl DmaMapTable {
 
     /// Adds a window. With `direct` false (the default message path) the
     /// file descriptor is closed at once: only the bookkeeping is kept.
+    ///
+    /// With `direct`, a file that cannot be mapped safely (see the module
+    /// comment) still gets its window, served by DMA messages; the returned
+    /// `Some(reason)` says why, for the log.
     pub fn map(
         &mut self,
         iova: u64,
@@ -186,7 +214,7 @@ impl DmaMapTable {
         flags: u32,
         fd: Option<OwnedFd>,
         direct: bool,
-    ) -> Result<(), MapError> {
+    ) -> Result<Option<String>, MapError> {
         if size == 0 {
             return Err(MapError::Invalid("size 0".into()));
         }
@@ -196,20 +224,27 @@ impl DmaMapTable {
         if self.overlaps(iova, end) {
             return Err(MapError::Exists);
         }
+        let mut note = None;
         let backing = match fd {
-            Some(fd) if direct => {
-                let f = self.file_map(&fd)?;
-                let fits = offset
-                    .checked_add(size)
-                    .is_some_and(|e| e <= f.map.len() as u64);
-                if !fits {
-                    return Err(MapError::Invalid(format!(
-                        "file range {offset:#x}+{size:#x} beyond file size {:#x}",
-                        f.map.len()
-                    )));
+            Some(fd) if direct => match unsafe_to_map(&fd) {
+                Some(why) => {
+                    note = Some(why);
+                    None
                 }
-                Some((f, offset))
-            }
+                None => {
+                    let f = self.file_map(&fd)?;
+                    let fits = offset
+                        .checked_add(size)
+                        .is_some_and(|e| e <= f.map.len() as u64);
+                    if !fits {
+                        return Err(MapError::Invalid(format!(
+                            "file range {offset:#x}+{size:#x} beyond file size {:#x}",
+                            f.map.len()
+                        )));
+                    }
+                    Some((f, offset))
+                }
+            },
             _ => None,
         };
         let mut base = iova;
@@ -240,8 +275,13 @@ impl DmaMapTable {
                 w.size += next.size;
             }
         }
+        // A merge removed its neighbour above, so the table is full here
+        // only when the window is a new one: refusing it loses nothing.
+        if self.windows.len() >= MAX_WINDOWS {
+            return Err(MapError::TooMany);
+        }
         self.windows.insert(base, w);
-        Ok(())
+        Ok(note)
     }
 
     /// Removes windows. `all` empties the table. Otherwise every window
@@ -257,12 +297,24 @@ impl DmaMapTable {
             return n;
         }
         let end = iova.saturating_add(size);
-        let hits: Vec<u64> = self
+        // Windows are disjoint, so only the last one starting below `iova`
+        // can reach into the range, and the others start inside it: two
+        // ordered lookups, not a scan of the table (a vIOMMU unmaps page
+        // by page, so a scan would make a teardown quadratic).
+        let straddling = self
             .windows
-            .range(..end)
+            .range(..iova)
+            .next_back()
             .filter(|(&b, w)| b + w.size > iova)
-            .map(|(&b, _)| b)
+            .map(|(&b, _)| b);
+        let hits: Vec<u64> = straddling
+            .into_iter()
+            .chain(self.windows.range(iova..end).map(|(&b, _)| b))
             .collect();
+        #[cfg(test)]
+        {
+            self.scanned += hits.len();
+        }
         let mut removed = 0;
         for base in hits {
             let Some(w) = self.windows.remove(&base) else {
@@ -274,7 +326,10 @@ impl DmaMapTable {
                 head.size = iova - base;
                 self.windows.insert(base, head);
             }
-            if w_end > end {
+            // Trimming a window in the middle leaves two. At the cap the
+            // tail is dropped instead: the table is only a cache, and its
+            // bytes are then reached through DMA messages.
+            if w_end > end && self.windows.len() < MAX_WINDOWS {
                 let mut tail = w.clone();
                 tail.size = w_end - end;
                 if let Some((f, off)) = tail.backing.take() {
@@ -320,6 +375,19 @@ impl DmaMapTable {
             }
             _ => Piece::Unbacked(avail),
         }
+    }
+}
+
+/// Why the file behind `fd` must not be mapped, or `None` if it may be:
+/// it must be sealed against shrinking, so that no access through the
+/// mapping can ever fall beyond the end of the file.
+fn unsafe_to_map(fd: &OwnedFd) -> Option<String> {
+    match fcntl(fd, FcntlArg::F_GET_SEALS) {
+        Ok(seals) if SealFlag::from_bits_retain(seals).contains(SealFlag::F_SEAL_SHRINK) => None,
+        Ok(_) => Some("the file is not sealed against shrinking (F_SEAL_SHRINK)".into()),
+        Err(e) => Some(format!(
+            "the file cannot carry seals ({e}): not a memfd, so F_SEAL_SHRINK is impossible"
+        )),
     }
 }
 
@@ -427,6 +495,25 @@ impl GuestMemory for MappedMemory {
         })
     }
 
+    fn copy_checked(
+        &self,
+        src: u64,
+        dst: u64,
+        len: usize,
+        scratch: &mut Vec<u8>,
+        proceed: &dyn Fn() -> bool,
+    ) -> Result<bool, CopyError> {
+        // A direct copy has no phase between reading and writing, so the
+        // check comes first. (Pieces bounced through messages read before
+        // they write, as on the message path, without a check in between:
+        // they are the rare mixed case.)
+        if !proceed() {
+            return Ok(false);
+        }
+        self.copy(src, dst, len, scratch)?;
+        Ok(true)
+    }
+
     fn copy(&self, src: u64, dst: u64, len: usize, scratch: &mut Vec<u8>) -> Result<(), CopyError> {
         let mut done = 0usize;
         while done < len {
@@ -497,11 +584,61 @@ mod tests {
 
     const RW: u32 = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
 
+    /// Guest RAM as QEMU's memory-backend-memfd makes it: sealed against
+    /// shrinking and growing.
     fn memfd(len: u64) -> OwnedFd {
-        let fd = memfd_create("plx-test", MFdFlags::MFD_CLOEXEC).unwrap();
+        let fd = unsealed_memfd(len);
+        let seals = SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL;
+        fcntl(&fd, FcntlArg::F_ADD_SEALS(seals)).unwrap();
+        fd
+    }
+
+    fn unsealed_memfd(len: u64) -> OwnedFd {
+        let flags = MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING;
+        let fd = memfd_create("plx-test", flags).unwrap();
         let f = std::fs::File::from(fd);
         f.set_len(len).unwrap();
         f.into()
+    }
+
+    /// A file the client may shrink after DMA_MAP is not mapped: its
+    /// window goes through messages, and shrinking the file afterwards
+    /// cannot raise SIGBUS in the emulator.
+    #[test]
+    fn an_unsealed_file_is_served_by_messages() {
+        let fd = unsealed_memfd(0x4000);
+        let mut t = DmaMapTable::new();
+        let note = t.map(0x1000, 0x4000, 0, RW, Some(dup(&fd)), true).unwrap();
+        assert!(note.unwrap().contains("F_SEAL_SHRINK"));
+        // Neither is a file that cannot carry seals at all.
+        let dir = std::env::temp_dir().join(format!("plx-dma-emu-map-{}", std::process::id()));
+        let plain = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&dir)
+            .unwrap();
+        let _ = std::fs::remove_file(&dir);
+        plain.set_len(0x1000).unwrap();
+        let note = t
+            .map(0x10_0000, 0x1000, 0, RW, Some(plain.into()), true)
+            .unwrap();
+        assert!(note.is_some());
+        let (m, fb) = mapped(t);
+        std::fs::File::from(dup(&fd)).set_len(0).unwrap();
+        // Served by the fallback (which has no memory here): an error, not
+        // a SIGBUS.
+        assert!(m.read(0x1000, &mut [0u8; 16]).is_err());
+        assert!(m.write(0x3000, &[1u8; 16]).is_err());
+        fb.add_region(0x1000, 0x100);
+        m.write(0x1000, b"messages").unwrap();
+        assert_eq!(count(&m.stats.bytes_mapped), 0);
+        // A sealed file is mapped, and cannot be shrunk under us.
+        let sealed = memfd(0x1000);
+        let mut t = DmaMapTable::new();
+        assert_eq!(t.map(0, 0x1000, 0, RW, Some(dup(&sealed)), true), Ok(None));
+        assert!(std::fs::File::from(sealed).set_len(0).is_err());
     }
 
     fn dup(fd: &OwnedFd) -> OwnedFd {
@@ -545,6 +682,60 @@ mod tests {
             t.map(0x10000, 0x2000, 0, RW, Some(fd), true),
             Err(MapError::Invalid(_))
         ));
+    }
+
+    /// Windows that do not merge: every other page.
+    fn scattered(t: &mut DmaMapTable, n: u64) {
+        for i in 0..n {
+            t.map(i * 0x2000, 0x1000, 0, RW, None, false).unwrap();
+        }
+    }
+
+    /// DMA_UNMAP looks only at the windows it touches, not at every window
+    /// below the range.
+    #[test]
+    fn unmap_does_not_scan_the_table() {
+        let mut t = DmaMapTable::new();
+        scattered(&mut t, 1000);
+        assert_eq!(t.len(), 1000);
+        // From the top down, one page at a time, as a vIOMMU tears down.
+        for i in (0..1000u64).rev() {
+            assert_eq!(t.unmap(i * 0x2000, 0x1000, false), 0x1000);
+        }
+        assert!(t.is_empty());
+        assert_eq!(t.scanned, 1000);
+        // A range straddling windows on both sides finds exactly those.
+        scattered(&mut t, 8);
+        t.scanned = 0;
+        assert_eq!(t.unmap(0x2800, 0x4000, false), 0x800 + 0x1000 + 0x800);
+        assert_eq!(t.scanned, 3);
+    }
+
+    /// The table has a cap; a map beyond it is refused (ENOSPC, like vfio
+    /// type1), and an unmap that would split a window at the cap drops the
+    /// tail from the cache instead of growing the table.
+    #[test]
+    fn the_window_table_is_capped() {
+        let mut t = DmaMapTable::new();
+        scattered(&mut t, MAX_WINDOWS as u64);
+        let top = MAX_WINDOWS as u64 * 0x2000;
+        let e = t.map(top, 0x1000, 0, RW, None, false).unwrap_err();
+        assert_eq!(e, MapError::TooMany);
+        assert_eq!(e.errno(), libc::ENOSPC);
+        assert_eq!(t.len(), MAX_WINDOWS);
+        // Extending a window is still possible (no new entry): this one
+        // joins the first two windows into one.
+        t.map(0x1000, 0x1000, 0, RW, None, false).unwrap();
+        assert_eq!(t.len(), MAX_WINDOWS - 1);
+        t.map(top, 0x800, 0, RW, None, false).unwrap();
+        assert_eq!(t.len(), MAX_WINDOWS);
+        // A hole in the middle of a window at the cap: no growth, and the
+        // head stays.
+        assert_eq!(t.unmap(0x400, 0x100, false), 0x100);
+        assert_eq!(t.len(), MAX_WINDOWS);
+        let mut r = t.windows.range(..0x2000);
+        assert_eq!(r.next().map(|(&b, w)| (b, w.size)), Some((0, 0x400)));
+        assert!(r.next().is_none());
     }
 
     #[test]

@@ -187,7 +187,7 @@ fn run_batch(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>, snap: &
                     return Step::Progress;
                 }
                 if st.regs.ctrl & CTRL_RING_STOP_MODE != 0 {
-                    st.eng.enabled = false;
+                    st.stop_engine();
                     st.regs.ctrl |= crate::regs::CTRL_DESC_INVALID;
                     st.raise(INTR_STATUS_INV_DESC);
                     dev.debug(format_args!(
@@ -245,8 +245,22 @@ fn run_batch(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>, snap: &
             return Step::Progress; // aborted mid-transfer: no write-back
         };
 
+        // A reset (or abort) during the copy: the descriptor is not
+        // written back. Checked right before the write so that a ring
+        // rebuilt at the same IOVA after the reset never gets a stale
+        // completion. (A write already issued when the reset arrives still
+        // lands, like a posted write already on the link.)
+        if dev.lock().must_abort(snap.generation) {
+            return Step::Progress;
+        }
         let write_back_ok = if plan.write_back {
             let word = write_back_word(status, transferred);
+            // On the mapped path the data went out as plain stores to
+            // memory the guest reads; on a weakly ordered host they could
+            // become visible after the write-back that says they are done.
+            // A release fence orders them first (free on x86, where
+            // stores are not reordered with each other).
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
             match mem.write(desc_addr, &word.to_le_bytes()) {
                 Ok(()) => true,
                 Err(e) => {
@@ -348,10 +362,14 @@ fn execute(
     }
     let chunk = mem.max_chunk().max(1) as u64;
     let mut done = 0u64;
+    // Checked before every write, the first one included: nothing of this
+    // descriptor may land after a reset, an abort or shutdown.
+    let proceed = || !dev.lock().must_abort(generation);
     while done < size {
         let n = chunk.min(size - done);
-        match mem.copy(d.src + done, d.dst + done, n as usize, scratch) {
-            Ok(()) => done += n,
+        match mem.copy_checked(d.src + done, d.dst + done, n as usize, scratch, &proceed) {
+            Ok(true) => done += n,
+            Ok(false) => return None,
             Err(CopyError::Read(e)) => {
                 dev.log_dma_failure(
                     &format!("source read at +{done:#x} (IOVA {:#x})", d.src + done),
@@ -367,12 +385,6 @@ fn execute(
                     &e,
                 );
                 return Some((Completion::WriteFail, done as u32));
-            }
-        }
-        if done < size {
-            let st = dev.lock();
-            if st.generation != generation || st.eng.abort_req || st.worker_stop {
-                return None;
             }
         }
     }

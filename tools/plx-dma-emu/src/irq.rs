@@ -9,9 +9,10 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
 
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use vfio_bindings::bindings::vfio::{
     VFIO_IRQ_INFO_AUTOMASKED, VFIO_IRQ_INFO_EVENTFD, VFIO_IRQ_INFO_MASKABLE,
     VFIO_IRQ_INFO_NORESIZE, VFIO_IRQ_SET_ACTION_MASK, VFIO_IRQ_SET_ACTION_TRIGGER,
@@ -30,19 +31,49 @@ use crate::stats::{inc, Stats};
 /// back-to-back writes would read as one event).
 const DUP_DELAY: Duration = Duration::from_millis(2);
 
-/// An eventfd the client gave us.
+/// An eventfd the client gave us, switched to non-blocking mode.
+///
+/// Signalling happens under the device lock, on whichever thread raised
+/// the event, so a write that could block would let the client wedge the
+/// channel (a pipe nobody reads, a FIFO). Only eventfds are accepted, as
+/// the kernel's vfio-pci accepts only eventfds, and the file is made
+/// non-blocking: an eventfd write blocks only when its counter is about to
+/// overflow, and a counter that high is an interrupt already pending.
 #[derive(Debug)]
 pub struct EventFd(File);
 
+/// What `readlink` shows for an eventfd under `/proc/self/fd`.
+const EVENTFD_LINK: &str = "anon_inode:[eventfd]";
+
 impl EventFd {
-    /// Wraps a received descriptor.
-    pub fn new(fd: OwnedFd) -> EventFd {
-        EventFd(File::from(fd))
+    /// Wraps a received descriptor; `EINVAL` if it is not an eventfd.
+    ///
+    /// O_NONBLOCK is a flag of the open file description, which the client
+    /// shares; QEMU creates its eventfds non-blocking already, so this
+    /// changes nothing for it.
+    pub fn new(fd: OwnedFd) -> Result<EventFd, i32> {
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|_| libc::EINVAL)?;
+        if link.as_os_str() != EVENTFD_LINK {
+            return Err(libc::EINVAL);
+        }
+        let flags = fcntl(&fd, FcntlArg::F_GETFL).map_err(|e| e as i32)?;
+        let flags = OFlag::from_bits_retain(flags) | OFlag::O_NONBLOCK;
+        fcntl(&fd, FcntlArg::F_SETFL(flags)).map_err(|e| e as i32)?;
+        Ok(EventFd(File::from(fd)))
     }
 
-    /// Adds 1 to the counter (the vfio way to raise an interrupt).
+    /// Adds 1 to the counter (the vfio way to raise an interrupt). Never
+    /// blocks: a full counter (EAGAIN) already reads as an event.
     pub fn signal(&self) -> std::io::Result<()> {
-        (&self.0).write_all(&1u64.to_ne_bytes())
+        match (&self.0).write(&1u64.to_ne_bytes()) {
+            Ok(8) => Ok(()),
+            Ok(n) => Err(std::io::Error::other(format!(
+                "short eventfd write ({n} bytes)"
+            ))),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     fn try_clone(&self) -> Option<EventFd> {
@@ -215,8 +246,14 @@ impl IrqState {
                 if fds.is_empty() {
                     slots.iter_mut().for_each(|s| *s = None);
                 } else {
+                    // Check every descriptor before installing any, so a
+                    // refused request changes nothing.
+                    let fds = fds
+                        .into_iter()
+                        .map(EventFd::new)
+                        .collect::<Result<Vec<_>, _>>()?;
                     for (slot, fd) in slots.iter_mut().zip(fds) {
-                        *slot = Some(EventFd::new(fd));
+                        *slot = Some(fd);
                     }
                 }
                 if index == VFIO_PCI_INTX_IRQ_INDEX {
@@ -500,6 +537,55 @@ mod tests {
             s.set_irqs(bool_trig, VFIO_PCI_INTX_IRQ_INDEX, 0, 1, &[1], vec![]),
             Ok(SetIrqsEffect::Trigger(0, vec![0]))
         );
+    }
+
+    /// A descriptor that is not an eventfd is refused (vfio-pci does the
+    /// same), and the slot keeps its previous eventfd.
+    #[test]
+    fn only_eventfds_are_accepted() {
+        let mut s = IrqState::new();
+        let (good, mut rd) = eventfd();
+        s.set_irqs(TRIGGER_FD, VFIO_PCI_MSIX_IRQ_INDEX, 0, 1, &[], vec![good])
+            .unwrap();
+        let (_r, w) = nix::unistd::pipe().unwrap();
+        assert_eq!(
+            s.set_irqs(TRIGGER_FD, VFIO_PCI_MSIX_IRQ_INDEX, 0, 1, &[], vec![w]),
+            Err(libc::EINVAL)
+        );
+        let null = OwnedFd::from(File::open("/dev/null").unwrap());
+        assert_eq!(
+            s.set_irqs(TRIGGER_FD, VFIO_PCI_MSI_IRQ_INDEX, 0, 1, &[], vec![null]),
+            Err(libc::EINVAL)
+        );
+        let st = Stats::default();
+        s.update(true, true, &mut Faults::default(), &st, "t");
+        assert_eq!(count(&mut rd), 1);
+    }
+
+    /// An eventfd passed in blocking mode, whose counter the client let
+    /// reach its maximum: signalling must return at once (the event is
+    /// already pending) instead of blocking under the device lock.
+    #[test]
+    fn a_full_blocking_eventfd_does_not_block() {
+        use nix::sys::eventfd::{EfdFlags, EventFd as NixEventFd};
+        let efd = NixEventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC).unwrap();
+        let fd = OwnedFd::from(efd);
+        // The largest value an eventfd holds is u64::MAX - 1.
+        let mut w = File::from(fd.try_clone().unwrap());
+        w.write_all(&(u64::MAX - 1).to_ne_bytes()).unwrap();
+        let mut s = IrqState::new();
+        s.set_irqs(TRIGGER_FD, VFIO_PCI_MSI_IRQ_INDEX, 0, 1, &[], vec![fd])
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let st = Stats::default();
+            s.update(true, true, &mut Faults::default(), &st, "t");
+            let _ = tx.send(st.interrupts.load(std::sync::atomic::Ordering::Relaxed));
+        });
+        let n = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("signalling a full eventfd blocked");
+        assert_eq!(n, 1, "a full counter counts as a delivered interrupt");
     }
 
     #[test]

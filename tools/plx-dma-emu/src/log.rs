@@ -7,6 +7,7 @@
 //! ever needs "print one line to stderr if the level allows it".
 
 use std::fmt;
+use std::io::Write;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Severity of a log line; lower is more severe.
@@ -59,14 +60,38 @@ pub fn enabled(level: Level) -> bool {
 /// Prints one line. Use the [`log!`](crate::log!) macro rather than calling
 /// this directly so that formatting is skipped when the level is off.
 pub fn write_line(level: Level, who: &str, args: fmt::Arguments<'_>) {
-    // eprintln! formats the whole line under one lock of stderr, so lines
-    // from different threads never interleave (and test harnesses capture
-    // it).
     if who.is_empty() {
-        eprintln!("plx-dma-emu: {}: {}", level.name(), args);
+        print_line(format_args!("plx-dma-emu: {}: {}", level.name(), args));
     } else {
-        eprintln!("plx-dma-emu: {}: {}: {}", who, level.name(), args);
+        print_line(format_args!(
+            "plx-dma-emu: {}: {}: {}",
+            who,
+            level.name(),
+            args
+        ));
     }
+}
+
+/// Writes one line to stderr, whatever the level, and ignores failure.
+///
+/// `eprintln!` panics when stderr is gone (EPIPE once the reader of a
+/// pipe exited, as when the launching script died): the panic would take
+/// down the thread that merely wanted to log, in the middle of its work.
+/// A lost log line is the lesser harm. The line is formatted first and
+/// written with one call under the stderr lock, so lines from different
+/// threads never interleave.
+pub fn print_line(args: fmt::Arguments<'_>) {
+    let line = format!("{args}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// `stderr_line!("text {}", x)`: one line on stderr, never panicking (see
+/// [`print_line`]).
+#[macro_export]
+macro_rules! stderr_line {
+    ($($arg:tt)*) => {
+        $crate::log::print_line(format_args!($($arg)*))
+    };
 }
 
 /// `log!(Level::Info, "ch0", "text {}", x)` prints one line if enabled.

@@ -100,7 +100,7 @@ fn main() -> ExitCode {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::from(1),
             Err(e) => {
-                eprintln!("plx-dma-emu ctl: {}: {e}", control.display());
+                plx_dma_emu::stderr_line!("plx-dma-emu ctl: {}: {e}", control.display());
                 ExitCode::from(2)
             }
         },
@@ -115,7 +115,7 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
-                    eprintln!("plx-dma-emu bench-host: {e}");
+                    plx_dma_emu::stderr_line!("plx-dma-emu bench-host: {e}");
                     ExitCode::from(1)
                 }
             }
@@ -130,7 +130,7 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
-                    eprintln!("plx-dma-emu bench-engines: {e}");
+                    plx_dma_emu::stderr_line!("plx-dma-emu bench-engines: {e}");
                     ExitCode::from(1)
                 }
             }
@@ -144,19 +144,21 @@ fn valid_sizes(sizes: &[usize]) -> bool {
     let max = plx_dma_emu::desc::MAX_SIZE as usize;
     let ok = sizes.iter().all(|&s| s > 0 && s <= max);
     if !ok {
-        eprintln!("plx-dma-emu: sizes must be 1..={max}");
+        plx_dma_emu::stderr_line!("plx-dma-emu: sizes must be 1..={max}");
     }
     ok
 }
 
 fn serve(cli: Cli) -> ExitCode {
     let Some(level) = Level::parse(&cli.log_level) else {
-        eprintln!("plx-dma-emu: unknown log level '{}'", cli.log_level);
+        plx_dma_emu::stderr_line!("plx-dma-emu: unknown log level '{}'", cli.log_level);
         return ExitCode::from(2);
     };
     elog::set_level(level);
     if cli.sockets.is_empty() {
-        eprintln!("plx-dma-emu: at least one --socket PATH is required (see --help)");
+        plx_dma_emu::stderr_line!(
+            "plx-dma-emu: at least one --socket PATH is required (see --help)"
+        );
         return ExitCode::from(2);
     }
 
@@ -167,22 +169,22 @@ fn serve(cli: Cli) -> ExitCode {
         let (ch, spec) = match FaultSpec::parse_cli(f) {
             Ok(x) => x,
             Err(e) => {
-                eprintln!("plx-dma-emu: --fault {e}");
+                plx_dma_emu::stderr_line!("plx-dma-emu: --fault {e}");
                 return ExitCode::from(2);
             }
         };
         let Some(dev) = devices.get(ch) else {
-            eprintln!("plx-dma-emu: --fault {f}: no channel {ch}");
+            plx_dma_emu::stderr_line!("plx-dma-emu: --fault {f}: no channel {ch}");
             return ExitCode::from(2);
         };
         if spec == FaultSpec::Vanish(0) {
-            eprintln!(
+            plx_dma_emu::stderr_line!(
                 "plx-dma-emu: --fault {f}: use vanish=N (after N descriptors) on the command line"
             );
             return ExitCode::from(2);
         }
         if let Err(e) = dev.arm_fault(spec) {
-            eprintln!("plx-dma-emu: --fault {f}: {e}");
+            plx_dma_emu::stderr_line!("plx-dma-emu: --fault {f}: {e}");
             return ExitCode::from(2);
         }
     }
@@ -194,7 +196,7 @@ fn serve(cli: Cli) -> ExitCode {
     sigs.add(Signal::SIGINT);
     sigs.add(Signal::SIGHUP);
     if let Err(e) = sigs.thread_block() {
-        eprintln!("plx-dma-emu: cannot block signals: {e}");
+        plx_dma_emu::stderr_line!("plx-dma-emu: cannot block signals: {e}");
         return ExitCode::from(1);
     }
 
@@ -204,7 +206,7 @@ fn serve(cli: Cli) -> ExitCode {
         match server::bind(path) {
             Ok(l) => listeners.push(l),
             Err(e) => {
-                eprintln!("plx-dma-emu: cannot listen on {}: {e}", path.display());
+                plx_dma_emu::stderr_line!("plx-dma-emu: cannot listen on {}: {e}", path.display());
                 cleanup(&cli.sockets, cli.control.as_ref());
                 return ExitCode::from(1);
             }
@@ -214,7 +216,7 @@ fn serve(cli: Cli) -> ExitCode {
         Some(p) => match server::bind(p) {
             Ok(l) => Some(l),
             Err(e) => {
-                eprintln!("plx-dma-emu: cannot listen on {}: {e}", p.display());
+                plx_dma_emu::stderr_line!("plx-dma-emu: cannot listen on {}: {e}", p.display());
                 cleanup(&cli.sockets, cli.control.as_ref());
                 return ExitCode::from(1);
             }
@@ -232,10 +234,14 @@ fn serve(cli: Cli) -> ExitCode {
             opts.path_name()
         );
         let dev = dev.clone();
-        std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name(format!("plx-ch{i}"))
-            .spawn(move || server::run_channel(dev, l, opts))
-            .expect("spawning a channel thread");
+            .spawn(move || server::run_channel(dev, l, opts));
+        if let Err(e) = spawned {
+            plx_dma_emu::stderr_line!("plx-dma-emu: cannot start a channel thread: {e}");
+            cleanup(&cli.sockets, cli.control.as_ref());
+            return ExitCode::from(1);
+        }
     }
     if let (Some(l), Some(p)) = (control_listener, &cli.control) {
         log!(Level::Info, "control", "listening on {}", p.display());
@@ -243,10 +249,14 @@ fn serve(cli: Cli) -> ExitCode {
             devices: devices.clone(),
             sockets: cli.sockets.clone(),
         });
-        std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("plx-control".into())
-            .spawn(move || control::serve(l, reg))
-            .expect("spawning the control thread");
+            .spawn(move || control::serve(l, reg));
+        if let Err(e) = spawned {
+            plx_dma_emu::stderr_line!("plx-dma-emu: cannot start the control thread: {e}");
+            cleanup(&cli.sockets, cli.control.as_ref());
+            return ExitCode::from(1);
+        }
     }
 
     let sig = loop {
@@ -273,7 +283,7 @@ fn serve(cli: Cli) -> ExitCode {
     }
     for d in &devices {
         // Unconditional, whatever the log level: host scripts parse these.
-        eprintln!(
+        plx_dma_emu::stderr_line!(
             "{}",
             d.stats.summary_line(d.name(), opts.path_name(), "exit")
         );

@@ -86,6 +86,23 @@ pub trait GuestMemory: Send + Sync {
         bounce_copy(self, src, dst, len, scratch)
     }
 
+    /// As [`GuestMemory::copy`], but calls `proceed` right before anything
+    /// is written and writes nothing if it says no (`Ok(false)`): the
+    /// engine's check that no reset or abort came while the source was
+    /// being read, so that a chunk read before a reset does not land after
+    /// it. The default bounces through `scratch` with the check between the
+    /// read and the write.
+    fn copy_checked(
+        &self,
+        src: u64,
+        dst: u64,
+        len: usize,
+        scratch: &mut Vec<u8>,
+        proceed: &dyn Fn() -> bool,
+    ) -> Result<bool, CopyError> {
+        bounce_copy_checked(self, src, dst, len, scratch, proceed)
+    }
+
     /// Largest piece the engine should move in one call; the engine checks
     /// for aborts between pieces.
     fn max_chunk(&self) -> usize {
@@ -110,6 +127,28 @@ pub fn bounce_copy<M: GuestMemory + ?Sized>(
     let buf = &mut scratch[..len];
     mem.read(src, buf).map_err(CopyError::Read)?;
     mem.write(dst, buf).map_err(CopyError::Write)
+}
+
+/// [`bounce_copy`] with a last check between the read and the write (see
+/// [`GuestMemory::copy_checked`]).
+pub fn bounce_copy_checked<M: GuestMemory + ?Sized>(
+    mem: &M,
+    src: u64,
+    dst: u64,
+    len: usize,
+    scratch: &mut Vec<u8>,
+    proceed: &dyn Fn() -> bool,
+) -> Result<bool, CopyError> {
+    if scratch.len() < len {
+        scratch.resize(len, 0);
+    }
+    let buf = &mut scratch[..len];
+    mem.read(src, buf).map_err(CopyError::Read)?;
+    if !proceed() {
+        return Ok(false);
+    }
+    mem.write(dst, buf).map_err(CopyError::Write)?;
+    Ok(true)
 }
 
 /// Checks that `[iova, iova + len)` neither wraps nor leaves 64 bits.

@@ -116,8 +116,22 @@ pub fn serve(dev: &Arc<Device>, stream: UnixStream, opts: ServerOptions) {
     } else {
         messages
     };
+    let worker = match dev.start_worker(mem) {
+        Ok(w) => w,
+        Err(e) => {
+            // Without an engine the device cannot work: the client sees
+            // the connection close at once (a device that failed to come
+            // up), and the channel waits for the next one.
+            crate::log!(
+                Level::Error,
+                dev.name(),
+                "cannot start the engine thread: {e}; closing the connection"
+            );
+            conn.close();
+            return;
+        }
+    };
     dev.attach(conn.clone());
-    let worker = dev.start_worker(mem);
     let mut session = Session::new(dev.clone(), conn.clone(), table.clone(), opts.mapped);
     let why = loop {
         match recv_message(&stream) {
@@ -142,7 +156,7 @@ pub fn serve(dev: &Arc<Device>, stream: UnixStream, opts: ServerOptions) {
         .unmap(0, 0, true);
     dev.client_gone();
     // The engine is stopped: these are the connection's final counters.
-    eprintln!(
+    crate::stderr_line!(
         "{}",
         dev.stats
             .summary_line(dev.name(), opts.path_name(), "disconnect")
@@ -448,7 +462,14 @@ impl Session {
         let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
         let windows = t.len();
         match t.map(m.iova, m.size, m.offset, m.flags, fd, self.mapped) {
-            Ok(()) => {
+            Ok(note) => {
+                if let Some(why) = note {
+                    self.dev.warn(format_args!(
+                        "DMA_MAP {:#x}+{:#x}: not mapping the file ({why}); \
+                         the window is served by DMA messages",
+                        m.iova, m.size
+                    ));
+                }
                 if t.len() <= windows {
                     inc(&self.dev.stats.dma_maps_merged);
                 }

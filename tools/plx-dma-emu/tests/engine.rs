@@ -87,6 +87,119 @@ fn ring_wraps_and_doorbell_wakes_idle_engine() {
     );
 }
 
+/// IN_PROGRESS reads 0 while the engine waits on a dry ring and 1 again
+/// from the doorbell that wakes it (the spec's IDLE -> RUNNING), not only
+/// until the ring first ran dry.
+#[test]
+fn in_progress_reads_1_again_after_a_doorbell_wakes_the_engine() {
+    let mut r = Rig::new(8);
+    r.alloc();
+    r.fill(SRC, 64, 5);
+    let in_progress = |r: &Rig| rd32(&r.dev, CTRL) & CTRL_IN_PROGRESS != 0;
+    r.submit(SRC, DST, 64, false);
+    r.issue();
+    assert!(in_progress(&r));
+    r.run();
+    assert!(!in_progress(&r), "idle on a dry ring");
+    assert_ne!(rd32(&r.dev, CTRL) & CTRL_START, 0);
+    r.submit(SRC, DST + 64, 64, false);
+    r.issue();
+    assert!(in_progress(&r), "the doorbell wakes the engine");
+    assert!(r.dev.engine_summary().2);
+    r.run();
+    assert!(!in_progress(&r));
+    assert_eq!(load(&r.dev.stats.descriptors), 2);
+}
+
+/// A DEVICE_RESET answered while the engine reads a descriptor's source
+/// (a DMA_READ in flight): neither the destination write nor the
+/// write-back may land after the reset, where the driver may already have
+/// rebuilt its ring at the same IOVA.
+#[test]
+fn nothing_lands_after_a_reset_during_the_source_read() {
+    struct ResetOnRead {
+        inner: Arc<VecMemory>,
+        dev: Arc<Device>,
+        armed: AtomicBool,
+    }
+    impl GuestMemory for ResetOnRead {
+        fn read(&self, iova: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+            let r = self.inner.read(iova, buf);
+            if iova >= SRC && iova < SRC + BUF as u64 && self.armed.swap(false, Ordering::SeqCst) {
+                self.dev.reset("test: reset while the source is read");
+            }
+            r
+        }
+        fn write(&self, iova: u64, data: &[u8]) -> Result<(), DmaError> {
+            self.inner.write(iova, data)
+        }
+    }
+    let mut r = Rig::new(8);
+    r.alloc();
+    wr32(&r.dev, CTRL, CTRL_RESET_VAL | CTRL_WRITE_BACK_EN);
+    r.fill(SRC, 256, 9);
+    let s = r.submit(SRC, DST, 256, true);
+    r.issue();
+    let mem = ResetOnRead {
+        inner: r.mem.clone(),
+        dev: r.dev.clone(),
+        armed: AtomicBool::new(true),
+    };
+    run_until_idle(&r.dev, &mem, 100);
+    assert_eq!(
+        r.read(DST, 256),
+        vec![0u8; 256],
+        "data landed after the reset"
+    );
+    assert_ne!(
+        r.wb(s) & desc::FLAG_VALID,
+        0,
+        "written back after the reset"
+    );
+    assert_eq!(load(&r.dev.stats.descriptors), 0);
+    assert_eq!(rd32(&r.dev, DESC_RING_NEXT_ADDR), 0);
+}
+
+/// A reset while the last destination write is in flight: that write
+/// lands (it was issued), but the write-back, after it, does not.
+#[test]
+fn no_write_back_after_a_reset_during_the_last_write() {
+    struct ResetOnWrite {
+        inner: Arc<VecMemory>,
+        dev: Arc<Device>,
+        armed: AtomicBool,
+    }
+    impl GuestMemory for ResetOnWrite {
+        fn read(&self, iova: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+            self.inner.read(iova, buf)
+        }
+        fn write(&self, iova: u64, data: &[u8]) -> Result<(), DmaError> {
+            let r = self.inner.write(iova, data);
+            if iova >= DST && self.armed.swap(false, Ordering::SeqCst) {
+                self.dev.reset("test: reset during the destination write");
+            }
+            r
+        }
+    }
+    let mut r = Rig::new(8);
+    r.alloc();
+    let data = r.fill(SRC, 256, 4);
+    let s = r.submit(SRC, DST, 256, true);
+    r.issue();
+    let mem = ResetOnWrite {
+        inner: r.mem.clone(),
+        dev: r.dev.clone(),
+        armed: AtomicBool::new(true),
+    };
+    run_until_idle(&r.dev, &mem, 100);
+    assert_eq!(r.read(DST, 256), data);
+    assert_ne!(
+        r.wb(s) & desc::FLAG_VALID,
+        0,
+        "written back after the reset"
+    );
+}
+
 #[test]
 fn wakeups_count_the_doorbells_that_find_the_engine_idle() {
     let mut r = Rig::new(8);
@@ -601,7 +714,7 @@ fn stall_fault_delays_each_descriptor() {
 fn busy_fault_outlasts_a_pause_but_not_an_abort() {
     let mut r = Rig::new(8);
     r.alloc();
-    let worker = r.dev.start_worker(r.mem.clone());
+    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
     r.dev.arm_fault(FaultSpec::Busy(300)).unwrap();
     let s = r.submit(SRC, DST, 64, true);
     r.issue();
@@ -629,7 +742,7 @@ fn busy_fault_outlasts_a_pause_but_not_an_abort() {
 fn hang_fault_holds_one_descriptor_until_paused() {
     let mut r = Rig::new(8);
     r.alloc();
-    let worker = r.dev.start_worker(r.mem.clone());
+    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
     r.dev.arm_fault(FaultSpec::Hang(2)).unwrap();
     let s1 = r.submit(SRC, DST, 64, true);
     let s2 = r.submit(SRC, DST, 64, true);
@@ -761,7 +874,7 @@ fn engine_thread_with_plx_dma_polling() {
     r.dev
         .set_irqs(trig, VFIO_PCI_MSIX_IRQ_INDEX, 0, 1, &[], vec![fd])
         .unwrap();
-    let worker = r.dev.start_worker(r.mem.clone());
+    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
     let data = r.fill(SRC, 8192, 9);
     let mut slots = Vec::new();
     for i in 0..40u64 {
@@ -846,7 +959,7 @@ fn concurrent_register_traffic_while_engine_runs() {
     // exercises the lock discipline (no deadlock, no panic).
     let mut r = Rig::new(256);
     r.alloc();
-    let worker = r.dev.start_worker(r.mem.clone());
+    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let dev = r.dev.clone();
     let stop2 = stop.clone();

@@ -423,9 +423,14 @@ fn mapped_path_uses_shared_memory() {
     c.handshake();
     c.region_write(CFG, 4, &CMD_MASTER.to_le_bytes());
     // Guest RAM as a memfd shared with DMA_MAP, like QEMU with share=on.
-    let fd = memfd_create("guest", MFdFlags::MFD_CLOEXEC).unwrap();
+    // QEMU seals it against shrinking, without which it is not mapped.
+    let fd = memfd_create("guest", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING).unwrap();
     let file = std::fs::File::from(fd.try_clone().unwrap());
     file.set_len(0x80_0000).unwrap();
+    {
+        use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+        fcntl(&file, FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_SHRINK)).unwrap();
+    }
     let map = Writer::default()
         .u32(32)
         .u32(VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE)
