@@ -52,6 +52,7 @@ struct rust_dma_chan {
 struct rust_dma_device {
 	struct dma_device dma;
 	struct llist_node released;	/* on rust_dma_released once released */
+	struct workqueue_struct *free_wq;	/* runs rust_dma_free_work */
 	const struct rust_dma_ops *ops;
 	void *ctx;
 	unsigned int nr_chans;
@@ -185,8 +186,9 @@ static void rdma_synchronize(struct dma_chan *chan)
  * freed after the mutex was let go: the work item takes the mutex once, by
  * asking for a slave channel of a device that has no capabilities at all,
  * which the core answers under dma_list_mutex and without touching
- * anything.  rust_dma_flush_released(), called at module exit, waits for
- * the work item, so that none of this module's code runs after it is gone.
+ * anything.  It runs on the queue Rust gave at allocation, the provider
+ * module's own, which the module drains after its driver is gone and before
+ * its code goes.
  */
 static LLIST_HEAD(rust_dma_released);
 static struct dma_device rust_dma_barrier = {
@@ -207,11 +209,6 @@ static void rust_dma_free_released(struct work_struct *work)
 }
 static DECLARE_WORK(rust_dma_free_work, rust_dma_free_released);
 
-void rust_dma_flush_released(void)
-{
-	flush_work(&rust_dma_free_work);
-}
-
 static void rdma_release(struct dma_device *dma)
 {
 	struct rust_dma_device *rdev = to_rdev(dma);
@@ -219,7 +216,7 @@ static void rdma_release(struct dma_device *dma)
 	rdev->ops->release(rdev->ctx);
 	put_device(dma->dev);
 	llist_add(&rdev->released, &rust_dma_released);
-	schedule_work(&rust_dma_free_work);
+	queue_work(rdev->free_wq, &rust_dma_free_work);
 }
 
 /* Provider side. */
@@ -240,7 +237,8 @@ bool rust_dma_dev_set_max_seg(struct device *dev, u32 size)
 struct dma_device *rust_dma_device_alloc(struct device *dev,
 					 unsigned int nr_chans,
 					 const struct rust_dma_ops *ops,
-					 void *ctx, void *const *chan_ctx)
+					 void *ctx, void *const *chan_ctx,
+					 struct workqueue_struct *free_wq)
 {
 	struct rust_dma_device *rdev;
 	unsigned int i;
@@ -249,6 +247,7 @@ struct dma_device *rust_dma_device_alloc(struct device *dev,
 	if (!rdev)
 		return NULL;
 	rdev->nr_chans = nr_chans;
+	rdev->free_wq = free_wq;
 	rdev->ops = ops;
 	rdev->ctx = ctx;
 

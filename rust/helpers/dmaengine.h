@@ -15,12 +15,11 @@ struct rust_dma_watch;
 
 struct dma_device *rust_dma_device_alloc(struct device *dev,
 		unsigned int nr_chans, const struct rust_dma_ops *ops, void *ctx,
-		void *const *chan_ctx);
+		void *const *chan_ctx, struct workqueue_struct *free_wq);
 bool rust_dma_dev_set_max_seg(struct device *dev, u32 size);
 void rust_dma_device_free(struct dma_device *dma);
 int rust_dma_device_register(struct dma_device *dma);
 void rust_dma_device_unregister(struct dma_device *dma);
-void rust_dma_flush_released(void);
 struct dma_chan *rust_dma_device_chan(struct dma_device *dma, unsigned int i);
 const char *rust_dma_chan_name(struct dma_chan *chan);
 struct dma_async_tx_descriptor *rust_dma_desc_alloc(struct dma_chan *chan,

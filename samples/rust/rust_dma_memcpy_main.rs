@@ -13,6 +13,9 @@
 #[allow(dead_code)]
 #[path = "../../rust/kernel/dmaengine/mod.rs"]
 mod dmaengine;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../rust/kernel/module_queue.rs"]
+mod module_queue;
 
 use dmaengine::{
     client::{DmaBuffer, MemcpyChannel},

@@ -14,6 +14,9 @@
 #[allow(dead_code)]
 #[path = "../../../rust/kernel/dmaengine/mod.rs"]
 mod dmaengine;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../../rust/kernel/module_queue.rs"]
+mod module_queue;
 #[expect(unreachable_pub)]
 #[allow(dead_code)]
 #[path = "../../../rust/kernel/pci_ext.rs"]
@@ -30,7 +33,7 @@ mod stats;
 
 use channel::{ChannelConfig, PlxChannel, Watchdog};
 use core::fmt;
-use dmaengine::provider::{Registration, ReleasedDevices};
+use dmaengine::provider::Registration;
 use kernel::{
     debugfs,
     device::{Bound, Core},
@@ -43,6 +46,7 @@ use kernel::{
     sync::Arc,
     time::Delta,
 };
+use module_queue::WithQueues;
 use pci_ext::{DevresIrq, ThreadedIrq};
 
 /// PCI device ID of the PEX87xx DMA function, shared with the C `plx_dma`.
@@ -86,25 +90,24 @@ module! {
 }
 
 /// The module: the PCI driver's registration, made only once the module
-/// parameters are valid, so that bad ones fail the load itself.
+/// parameters are valid, so that bad ones fail the load itself, inside the
+/// module's own workqueues (drained once the driver is gone).
 #[pin_data]
 struct PlxDmaModule {
     #[pin]
-    _driver: kernel::driver::Registration<pci::Adapter<PlxDmaDriver>>,
-    /// Dropped after the driver: waits for released devices to be freed.
-    _released: ReleasedDevices,
+    _driver: WithQueues<kernel::driver::Registration<pci::Adapter<PlxDmaDriver>>>,
 }
 
 impl kernel::InPlaceModule for PlxDmaModule {
     fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        let name = <Self as kernel::ModuleMetadata>::NAME;
         try_pin_init!(Self {
             _driver <- {
                 ring_size()?;
                 channel_config()?;
                 intx()?;
-                kernel::driver::Registration::new(<Self as kernel::ModuleMetadata>::NAME, module)
+                WithQueues::new(name, kernel::driver::Registration::new(name, module))
             },
-            _released: ReleasedDevices::new(),
         })
     }
 }

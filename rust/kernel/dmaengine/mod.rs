@@ -84,12 +84,12 @@ mod ffi {
             ops: *const RawOps,
             ctx: *mut c_void,
             chan_ctx: *const *const c_void,
+            free_wq: *mut kernel::bindings::workqueue_struct,
         ) -> *mut c_void;
         pub(super) fn rust_dma_dev_set_max_seg(dev: *mut c_void, size: u32) -> bool;
         pub(super) fn rust_dma_device_free(dma: *mut c_void);
         pub(super) fn rust_dma_device_register(dma: *mut c_void) -> c_int;
         pub(super) fn rust_dma_device_unregister(dma: *mut c_void);
-        pub(super) fn rust_dma_flush_released();
         pub(super) fn rust_dma_device_chan(dma: *mut c_void, i: c_uint) -> *mut c_void;
         pub(super) fn rust_dma_chan_name(chan: *mut c_void) -> *const c_char;
 

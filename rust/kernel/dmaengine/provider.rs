@@ -52,8 +52,15 @@
 //! therefore reference counted ([`Arc`]) and released only from the core's
 //! `device_release` callback; a driver must make the hardware access of its
 //! channels revocable (e.g. `Devres`) so that late calls do nothing.
+//!
+//! The released device is freed by a work item, which must not outlive the
+//! module's code: [`Registration::new`] refuses a module that does not run
+//! in a [`module_queue::WithQueues`], whose queue the work item runs on and
+//! which is drained after the module's driver is gone. The module's own
+//! work items belong there too ([`module_queue::queue`]).
 
 use super::{ffi, Cookie, PrepFlags, TxResult};
+use crate::module_queue::{self, QueueKind};
 use core::{cell::UnsafeCell, marker::PhantomData, ptr::NonNull};
 use kernel::{
     device::{Bound, Device},
@@ -710,6 +717,16 @@ impl<T: ChannelOps> Registration<T> {
         if n == 0 {
             return Err(EINVAL);
         }
+        // The core may release the device after the driver's remove, and
+        // the glue frees it from a work item: only a queue the module
+        // drains before its code goes may run it.
+        let Some(free_wq) = module_queue::owned_raw(QueueKind::Long) else {
+            dev_err!(
+                dev,
+                "a dmaengine provider module must run in module_queue::WithQueues\n"
+            );
+            return Err(EINVAL);
+        };
         // `Device` is `repr(transparent)` over `struct device`.
         let raw_dev = core::ptr::from_ref(dev).cast_mut().cast::<c_void>();
         // SAFETY: `raw_dev` is a bound device; its DMA parameters belong to
@@ -740,9 +757,17 @@ impl<T: ChannelOps> Registration<T> {
         let ctx = KBox::into_raw(owned).cast::<c_void>();
         // SAFETY: `raw_dev` is a bound device; `OPS` is a promoted constant
         // with static lifetime; `ctxs` holds `n` pointers into `ctx`'s
-        // channels, which stay alive until `release`.
+        // channels, which stay alive until `release`; `free_wq` lives until
+        // the module's `WithQueues` drains it.
         let dma = unsafe {
-            ffi::rust_dma_device_alloc(raw_dev, n as c_uint, &Self::OPS, ctx, ctxs.as_ptr())
+            ffi::rust_dma_device_alloc(
+                raw_dev,
+                n as c_uint,
+                &Self::OPS,
+                ctx,
+                ctxs.as_ptr(),
+                free_wq,
+            )
         };
         let Some(dma) = NonNull::new(dma) else {
             // SAFETY: `ctx` came from `KBox::into_raw` above and was not
@@ -786,40 +811,6 @@ impl<T: ChannelOps> Drop for Registration<T> {
         // SAFETY: `self.dma` is registered; this drops the registration's
         // reference. `release` runs when the last one goes.
         unsafe { ffi::rust_dma_device_unregister(self.dma.as_ptr()) };
-    }
-}
-
-/// Held by a provider module for as long as it is loaded: dropping it (at
-/// module exit) waits until every `struct dma_device` the core released has
-/// been freed.
-///
-/// The core may release a device after the driver's remove, when the last
-/// client lets go of a channel, and it touches the channel afterwards under
-/// its `dma_list_mutex`; the C glue therefore frees released devices from a
-/// work item that first waits for that mutex. That work item is this
-/// module's code, so the module must not go before it has run: declare this
-/// after the driver's registration in the module's type, so that it drops
-/// last.
-pub struct ReleasedDevices(());
-
-impl ReleasedDevices {
-    /// The guard; see the type's documentation.
-    pub fn new() -> Self {
-        Self(())
-    }
-}
-
-impl Default for ReleasedDevices {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Drop for ReleasedDevices {
-    fn drop(&mut self) {
-        // SAFETY: Flushing the glue's static work item has no precondition
-        // beyond process context, which module exit is.
-        unsafe { ffi::rust_dma_flush_released() };
     }
 }
 

@@ -21,11 +21,14 @@
 #[allow(dead_code)]
 #[path = "../../../rust/kernel/dmaengine/mod.rs"]
 mod dmaengine;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../../rust/kernel/module_queue.rs"]
+mod module_queue;
 
 use dmaengine::{
     provider::{
         Callback, ChannelOps, Completer, DescPool, IdleDesc, NewChannel, Prepared, PreparedDesc,
-        Registration, ReleasedDevices, Submitter,
+        Registration, Submitter,
     },
     Cookie, PrepFlags, TxResult,
 };
@@ -36,6 +39,7 @@ use kernel::{
     prelude::*,
     sync::{Arc, ArcBorrow, SpinLock},
 };
+use module_queue::WithQueues;
 
 module! {
     type: MisuseProvider,
@@ -160,15 +164,28 @@ impl ChannelOps for MisuseChan {
     fn synchronize(&self) {}
 }
 
-struct MisuseProvider {
+/// The faux device and the provider registered on it.
+struct Provider {
     _reg: Devres<Registration<MisuseChan>>,
     _faux: faux::Registration,
-    _released: ReleasedDevices,
 }
 
-impl kernel::Module for MisuseProvider {
-    fn init(_module: &'static ThisModule) -> Result<Self> {
-        let released = ReleasedDevices::new();
+#[pin_data]
+struct MisuseProvider {
+    #[pin]
+    _provider: WithQueues<Provider>,
+}
+
+impl kernel::InPlaceModule for MisuseProvider {
+    fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            _provider <- WithQueues::new(c"rust_misuse_provider", Provider::new()),
+        })
+    }
+}
+
+impl Provider {
+    fn new() -> Result<Self> {
         let fdev = faux::Registration::new(c"rust_misuse_provider", None)?;
         let mut chans = KVec::with_capacity(2, GFP_KERNEL)?;
         for misuse in [Misuse::StaleCallback, Misuse::EarlyDrop] {
@@ -187,7 +204,6 @@ impl kernel::Module for MisuseProvider {
         Ok(Self {
             _reg: reg,
             _faux: fdev,
-            _released: released,
         })
     }
 }

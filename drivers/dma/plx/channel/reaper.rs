@@ -13,10 +13,11 @@
 //! [`ChannelConfig::reap_in_thread`](super::ChannelConfig::reap_in_thread)).
 
 use super::PlxChannel;
+use crate::module_queue::{self, QueueKind};
 use kernel::{
     impl_has_work,
     sync::{Arc, ArcBorrow},
-    workqueue::{self, WorkItem},
+    workqueue::WorkItem,
 };
 
 /// Work item ID of the reap work (the recovery work is ID 0).
@@ -26,7 +27,7 @@ impl PlxChannel {
     /// Queues a reap on the BH workqueue; hard IRQ safe. A reap already
     /// queued covers this one: it reads every write-back when it runs.
     pub(crate) fn queue_reap(this: ArcBorrow<'_, Self>) {
-        let _ = workqueue::system_bh().enqueue::<Arc<Self>, REAP>(Arc::from(this));
+        let _ = module_queue::queue(QueueKind::Bh).enqueue::<Arc<Self>, REAP>(Arc::from(this));
     }
 }
 

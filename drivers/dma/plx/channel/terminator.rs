@@ -29,6 +29,7 @@
 //! last submit published it.
 
 use super::{Drain, PlxChannel};
+use crate::module_queue::{self, QueueKind};
 use crate::spinlock_bh::may_lock_bh;
 use kernel::{
     impl_has_work,
@@ -37,7 +38,7 @@ use kernel::{
         atomic::{Acquire, Atomic, AtomicFlag, Relaxed, Release},
         Arc, ArcBorrow,
     },
-    workqueue::{self, WorkItem},
+    workqueue::WorkItem,
 };
 
 /// Work item ID of the terminate work (recovery is 0, reaping 1).
@@ -137,7 +138,8 @@ impl PlxChannel {
         // work item is on its way.
         this.request_pause();
         // Already queued: it will take the bound set above.
-        let _ = workqueue::system_long().enqueue::<Arc<Self>, TERMINATE>(Arc::from(this));
+        let _ =
+            module_queue::queue(QueueKind::Long).enqueue::<Arc<Self>, TERMINATE>(Arc::from(this));
         Ok(())
     }
 
@@ -154,7 +156,8 @@ impl PlxChannel {
         // An early hint; the work item asks again once the ring is
         // detached, since a doorbell rung meanwhile may clear it.
         this.request_pause();
-        let _ = workqueue::system_long().enqueue::<Arc<Self>, TERMINATE>(Arc::from(this));
+        let _ =
+            module_queue::queue(QueueKind::Long).enqueue::<Arc<Self>, TERMINATE>(Arc::from(this));
         Ok(())
     }
 

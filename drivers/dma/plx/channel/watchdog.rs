@@ -24,6 +24,7 @@
 //! context, sleeping while it waits for the engine.
 
 use super::{Drain, PlxChannel};
+use crate::module_queue::{self, QueueKind};
 use crate::stats::Stats;
 use kernel::{
     impl_has_hr_timer, impl_has_work,
@@ -35,7 +36,7 @@ use kernel::{
         },
         Instant, Monotonic,
     },
-    workqueue::{self, WorkItem},
+    workqueue::WorkItem,
 };
 
 /// Idle ticks for which a polled channel keeps polling at full rate after
@@ -118,7 +119,7 @@ impl PlxChannel {
             st.watchdog.recovery_queued = true;
         }
         // Cannot be queued already: `recovery_queued` was clear.
-        let _ = workqueue::system_long().enqueue::<Arc<Self>, 0>(Arc::from(this));
+        let _ = module_queue::queue(QueueKind::Long).enqueue::<Arc<Self>, 0>(Arc::from(this));
     }
 
     /// Waits until no recovery work item is queued or running. The
@@ -182,7 +183,7 @@ impl WorkItem for PlxChannel {
         if again {
             // Cannot be queued already: it is running, and only a caller
             // that found `recovery_queued` clear queues it.
-            let _ = workqueue::system_long().enqueue::<Arc<Self>, 0>(this);
+            let _ = module_queue::queue(QueueKind::Long).enqueue::<Arc<Self>, 0>(this);
         } else {
             // A shutdown may be waiting for this (`wait_recovery_idle`).
             this.notify_idle();

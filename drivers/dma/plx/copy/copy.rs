@@ -21,6 +21,9 @@ mod capability;
 #[allow(dead_code)]
 #[path = "../../../../rust/kernel/dmaengine/mod.rs"]
 mod dmaengine;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../../../rust/kernel/module_queue.rs"]
+mod module_queue;
 #[expect(unreachable_pub)]
 #[allow(dead_code)]
 #[path = "../../../../rust/kernel/user_pages.rs"]

@@ -20,6 +20,9 @@
 #[allow(dead_code)]
 #[path = "../../../../rust/kernel/dmaengine/mod.rs"]
 mod dmaengine;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../../../rust/kernel/module_queue.rs"]
+mod module_queue;
 #[path = "../../../../rust/kernel/random.rs"]
 mod random;
 #[expect(unreachable_pub)]
@@ -53,6 +56,7 @@ use kernel::{
         Arc, ArcBorrow, Mutex,
     },
 };
+use module_queue::WithQueues;
 use mover::Mover;
 use mr::{Mr, MrTable};
 use pd::Pd;
@@ -313,7 +317,10 @@ struct PlxRdmaModule {
     #[pin]
     _stats: debugfs::File<Arc<Device>>,
     _debugfs: debugfs::Dir,
-    reg: Registration<PlxRdma>,
+    /// The device, inside the module's own workqueues (its QP workers run
+    /// there, drained once the device is gone).
+    #[pin]
+    reg: WithQueues<Registration<PlxRdma>>,
 }
 
 /// Takes a channel (unless told not to) and registers the device.
@@ -368,9 +375,13 @@ fn register() -> Result<Registration<PlxRdma>> {
 impl kernel::InPlaceModule for PlxRdmaModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            reg: register()?,
+            reg <- WithQueues::new(<Self as kernel::ModuleMetadata>::NAME, register()),
             _debugfs: debugfs::Dir::new(c"plx_rdma"),
-            _stats <- _debugfs.read_callback_file(c"stats", reg.driver().0.clone(), &show_stats),
+            _stats <- _debugfs.read_callback_file(
+                c"stats",
+                reg.inner().driver().0.clone(),
+                &show_stats
+            ),
         })
     }
 }

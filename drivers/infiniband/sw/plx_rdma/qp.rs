@@ -19,6 +19,7 @@
 //! and back to RESET), as in rxe. Entering ERR flushes every queued
 //! request with `IB_WC_WR_FLUSH_ERR`; entering RESET discards them.
 
+use crate::module_queue::{self, QueueKind};
 use crate::rdma::{
     device::modify_qp_is_ok,
     types::{
@@ -33,7 +34,7 @@ use kernel::{
     prelude::*,
     sync::{Arc, CondVar, SpinLock},
     uaccess::{UserPtr, UserSlice},
-    workqueue::{self, Work, WorkItem},
+    workqueue::{Work, WorkItem},
 };
 
 /// Scatter/gather entries per work request.
@@ -615,7 +616,10 @@ impl Qp {
         }
         // Long work: a request may wait for the engine, or for the peer
         // to post a receive (RNR).
-        if workqueue::system_long().enqueue(self.clone()).is_err() {
+        if module_queue::queue(QueueKind::Long)
+            .enqueue(self.clone())
+            .is_err()
+        {
             // Already queued: it will run.
         }
     }
