@@ -206,6 +206,24 @@ for f in $F0 $F1 $F2; do
 	sed "s/^/# $f: /" "/sys/kernel/debug/rust_plx_dma-$f/stats"
 done
 
+# --- dma1: a client lets go with a copy in flight on a busy engine --------
+# The provider stops the engine under the core's global dma_list_mutex: it
+# must abort at once, not wait out a graceful pause the busy engine would
+# only grant after 3 s (or time out after 1 s).
+host_ctl fault 1 busy 3000
+mark="release-busy-$RANDOM"
+echo "$mark" >/dev/kmsg
+loaded=0
+modprobe plx_callback_client channel=dma1chan0 cases=release-busy || loaded=$?
+rmmod plx_callback_client 2>/dev/null
+host_ctl fault 1 busy 0
+since=$(dmesg | sed -n "/$mark/,\$p")
+echo "$since" | sed -n 's/^\[[^]]*\] plx_callback_client: /# /p'
+check "release-busy: dma1 released with a copy in flight within 0.5 s, the copy aborted (exit $loaded)" \
+	test "$loaded" -eq 0
+paused=$(echo "$since" | grep -c 'timeout waiting for graceful pause')
+check "release-busy: no graceful pause was waited for (saw $paused)" test "$paused" -eq 0
+
 # --- the stall watchdog, on dma2's stalled engine ------------------------
 WATCHDOG_MS=400
 check "rmmod rust_plx_dma (watchdog off)" rmmod rust_plx_dma

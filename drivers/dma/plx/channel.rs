@@ -278,6 +278,19 @@ struct Reaped {
     unfinished: Option<u32>,
 }
 
+/// How [`PlxChannel::stop_engine`] stops the engine.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// Let the running descriptor finish (pause), abort only if the engine
+    /// does not pause within a second: what terminate, recovery and remove
+    /// do, since the client may still want that copy.
+    Graceful,
+    /// Abort at once: the client has let go, nothing in flight is wanted,
+    /// and the core waits for this under its global `dma_list_mutex`,
+    /// which every channel request and release of the system takes.
+    Abort,
+}
+
 /// How [`PlxChannel::drain`] treats descriptors the engine has not finished.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Drain {
@@ -522,18 +535,18 @@ impl PlxChannel {
         }
     }
 
-    /// Pauses the engine gracefully and detaches the ring from it; process
-    /// context (it sleeps while it waits).
+    /// Stops the engine (see [`Stop`]) and detaches the ring from it;
+    /// process context (it sleeps while it waits).
     ///
-    /// When the pause does not complete, the current descriptor is
+    /// When a graceful pause does not complete, the current descriptor is
     /// aborted and ABORT_DONE awaited: only an engine that said it stopped
     /// may have its descriptors reported aborted, since their clients then
     /// free the buffers. Returns `false` for an engine that did neither:
     /// the channel is declared dead and its descriptors stay outstanding.
     ///
-    /// Waits up to a second for the pause and 100 ms for the abort.
+    /// Waits up to a second for a pause and 100 ms for an abort.
     #[must_use]
-    fn stop_engine(&self) -> bool {
+    fn stop_engine(&self, how: Stop) -> bool {
         self.state.lock().attached = false;
         let Ok(ctrl) = self.read_ctrl() else {
             // The device is gone (its bus mastering with it).
@@ -544,13 +557,18 @@ impl PlxChannel {
             return true;
         }
         let pause = regs::CTRL::clear_status().with_graceful_pause(true);
-        self.request_pause();
-        let mut stopped = self.wait_ctrl(|c| c.graceful_pause_done(), Delta::from_secs(1));
+        let mut stopped = Err(ETIMEDOUT);
+        if how == Stop::Graceful {
+            self.request_pause();
+            stopped = self.wait_ctrl(|c| c.graceful_pause_done(), Delta::from_secs(1));
+            if stopped.as_ref().is_err_and(|e| *e != ENODEV) {
+                dev_err!(
+                    self.dev,
+                    "timeout waiting for graceful pause: aborting the engine\n"
+                );
+            }
+        }
         if stopped.as_ref().is_err_and(|e| *e != ENODEV) {
-            dev_err!(
-                self.dev,
-                "timeout waiting for graceful pause: aborting the engine\n"
-            );
             if let Some(bar) = self.bar.try_access() {
                 bar.write_reg(pause.with_abort(true));
             }
@@ -797,8 +815,8 @@ impl PlxChannel {
     ///
     /// `EIO` when the engine could not be stopped: nothing is aborted then,
     /// since the engine may still write the buffers.
-    fn stop_and_abort(&self) -> Result {
-        if !self.stop_engine() {
+    fn stop_and_abort(&self, how: Stop) -> Result {
+        if !self.stop_engine(how) {
             return Err(EIO);
         }
         self.drain(Drain::All);
@@ -823,7 +841,7 @@ impl PlxChannel {
             why,
             bound.wrapping_sub(tail)
         );
-        if !self.stop_engine() {
+        if !self.stop_engine(Stop::Graceful) {
             // Dead: its copies stay outstanding, see `stop_engine`.
             return;
         }
@@ -997,7 +1015,7 @@ impl PlxChannel {
         // with this one.
         self.wait_recovery_idle();
         self.wait_terminate_idle();
-        if self.stop_and_abort().is_err() {
+        if self.stop_and_abort(Stop::Graceful).is_err() {
             // Clients were told at the removal watch, before this. The
             // descriptors end now, and their owners free the buffers: the
             // engine must lose bus mastering first.
@@ -1061,7 +1079,8 @@ impl ChannelOps for PlxChannel {
 
     fn free_resources(&self) {
         self.state.lock().active = false;
-        if self.stop_and_abort().is_err() {
+        // Under the core's `dma_list_mutex`: at most the abort's 100 ms.
+        if self.stop_and_abort(Stop::Abort).is_err() {
             // The client is gone; its terminate already failed, so it kept
             // its buffers. The descriptors must end before the pool goes,
             // and the engine that would not stop must not write them (or

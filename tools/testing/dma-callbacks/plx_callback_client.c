@@ -14,7 +14,11 @@
  * prep and issue_pending must refuse, tx_status answer without reaping,
  * and the copy queued meanwhile run at the next issue_pending.  The last
  * calls dmaengine_terminate_async() with interrupts off and from a hard
- * interrupt, where dmaengine allows it too.
+ * interrupt, where dmaengine allows it too.  And release-busy lets go of
+ * the channel with a copy in flight on an engine armed to stay busy (the
+ * emulator's "busy" fault): the provider stops it under the core's global
+ * dma_list_mutex, so it must abort at once rather than wait for a pause
+ * (it takes 0.5 s at most, and the channel can be taken again).
  *
  * It is a plain C client on purpose: it uses the raw dmaengine API the way
  * in-tree clients do, with nothing of the project's Rust client.  Loading
@@ -40,7 +44,7 @@ MODULE_PARM_DESC(channel, "memcpy channel to use, e.g. dma0chan0 (required)");
 
 static char *cases = "poll,terminate,resubmit,double-submit,irqs-off,atomic-stop";
 module_param(cases, charp, 0444);
-MODULE_PARM_DESC(cases, "comma-separated cases: poll, terminate, resubmit, double-submit, irqs-off, atomic-stop");
+MODULE_PARM_DESC(cases, "comma-separated cases: poll, terminate, resubmit, double-submit, irqs-off, atomic-stop, release-busy (not by default: arm the engine's busy fault first)");
 
 #define CHUNK	SZ_64K
 #define COPIES	4
@@ -304,6 +308,61 @@ static bool atomic_stop(struct ctx *c, bool hardirq)
 	return ok;
 }
 
+static bool chan_named(struct dma_chan *chan, void *name)
+{
+	return !strcmp(dma_chan_name(chan), name);
+}
+
+static struct dma_chan *request_named(const char *name)
+{
+	dma_cap_mask_t mask;
+
+	dma_cap_zero(mask);
+	dma_cap_set(DMA_MEMCPY, mask);
+	return dma_request_channel(mask, chan_named, (void *)name);
+}
+
+#define RELEASE_MAX_MS	500
+
+/*
+ * Releases the channel with a copy in flight (no terminate first), times
+ * the release and takes the channel again.
+ */
+static bool release_busy(struct ctx *c)
+{
+	ktime_t start;
+	s64 ms;
+	int ret;
+
+	ret = submit_one(c, 0, true);
+	if (ret) {
+		pr_err("release-busy: submit: %d\n", ret);
+		return false;
+	}
+	dma_async_issue_pending(c->chan);
+	start = ktime_get();
+	dma_release_channel(c->chan);
+	ms = ktime_ms_delta(ktime_get(), start);
+	c->chan = request_named(channel);
+	pr_info("# release-busy: the release took %lld ms\n", ms);
+	if (!c->chan) {
+		pr_err("release-busy: %s could not be taken again\n", channel);
+		return false;
+	}
+	if (ms > RELEASE_MAX_MS) {
+		pr_err("release-busy: the release took %lld ms (at most %d)\n",
+		       ms, RELEASE_MAX_MS);
+		return false;
+	}
+	/* The copy ended (aborted) before the release returned. */
+	if (atomic_read(&c->called[0]) != 1) {
+		pr_err("release-busy: the copy's callback ran %d times\n",
+		       atomic_read(&c->called[0]));
+		return false;
+	}
+	return true;
+}
+
 /* Runs one case; returns whether it passed, reasons in the log. */
 static bool run_case(struct ctx *c, const char *mode)
 {
@@ -325,6 +384,8 @@ static bool run_case(struct ctx *c, const char *mode)
 		return double_submit(c);
 	if (!strcmp(mode, "irqs-off"))
 		return irqs_off(c);
+	if (!strcmp(mode, "release-busy"))
+		return release_busy(c);
 	if (!strcmp(mode, "atomic-stop")) {
 		bool irqs = atomic_stop(c, false);
 
@@ -390,19 +451,14 @@ static bool run_case(struct ctx *c, const char *mode)
 	return ok;
 }
 
-static bool chan_named(struct dma_chan *chan, void *name)
-{
-	return !strcmp(dma_chan_name(chan), name);
-}
 
 static int __init plx_callback_client_init(void)
 {
 	static const char *const known[] = {
 		"poll", "terminate", "resubmit", "double-submit", "irqs-off",
-		"atomic-stop",
+		"atomic-stop", "release-busy",
 	};
 	struct ctx *c;
-	dma_cap_mask_t mask;
 	size_t bytes = (COPIES + 1) * CHUNK;
 	int i, n = 0, failed = 0;
 
@@ -416,9 +472,7 @@ static int __init plx_callback_client_init(void)
 	init_completion(&c->last);
 	init_completion(&c->fired);
 	hrtimer_setup(&c->timer, stop_from_hardirq, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
-	dma_cap_zero(mask);
-	dma_cap_set(DMA_MEMCPY, mask);
-	c->chan = dma_request_channel(mask, chan_named, channel);
+	c->chan = request_named(channel);
 	if (!c->chan) {
 		pr_err("%s: no such free memcpy channel\n", channel);
 		kfree(c);
@@ -450,6 +504,13 @@ static int __init plx_callback_client_init(void)
 	}
 out:
 	hrtimer_cancel(&c->timer);
+	if (!c->chan) {
+		/* release-busy could not take it back: nothing is mapped for it. */
+		dma_free_coherent(c->dev, bytes, c->src, c->src_dma);
+		dma_free_coherent(c->dev, bytes, c->dst, c->dst_dma);
+		kfree(c);
+		return failed;
+	}
 	dmaengine_terminate_sync(c->chan);
 	if (c->src)
 		dma_free_coherent(c->dev, bytes, c->src, c->src_dma);

@@ -28,7 +28,7 @@
 //! lock. The bound is the same: what was submitted before the call, as the
 //! last submit published it.
 
-use super::{Drain, PlxChannel};
+use super::{Drain, PlxChannel, Stop};
 use crate::module_queue::{self, QueueKind};
 use crate::spinlock_bh::may_lock_bh;
 use kernel::{
@@ -199,7 +199,7 @@ impl PlxChannel {
                     }
                 }
             };
-            if !self.stop_engine() {
+            if !self.stop_engine(Stop::Graceful) {
                 // Dead: the descriptors stay outstanding, see the module
                 // documentation.
                 let mut st = self.state.lock();
