@@ -15,6 +15,21 @@ bool rust_device_is_probing(const struct device *dev)
 	return READ_ONCE(dev->links.status) == DL_DEV_PROBING;
 }
 
+/*
+ * Whether @dev holds managed resources (devres): none before its driver's
+ * probe registers the first (the driver core warns otherwise).
+ */
+bool rust_device_has_devres(struct device *dev)
+{
+	unsigned long flags;
+	bool any;
+
+	spin_lock_irqsave(&dev->devres_lock, flags);
+	any = !list_empty(&dev->devres_head);
+	spin_unlock_irqrestore(&dev->devres_lock, flags);
+	return any;
+}
+
 /* Stops @dev, a PCI function, from mastering the bus. */
 void rust_pci_clear_master(struct device *dev)
 {

@@ -11,6 +11,7 @@
 struct device;
 
 bool rust_device_is_probing(const struct device *dev);
+bool rust_device_has_devres(struct device *dev);
 void rust_pci_clear_master(struct device *dev);
 
 #endif /* RUST_HELPERS_DEVICE_STATE_H */

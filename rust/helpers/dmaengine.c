@@ -15,6 +15,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/dmaengine.h>
 #include <linux/llist.h>
+#include <linux/module.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 
@@ -440,8 +441,15 @@ struct rust_dma_watch *rust_dma_client_watch(struct dma_chan *chan,
 	w->bus = dev->bus;
 	w->fn = fn;
 	w->ctx = ctx;
+	/*
+	 * @fn is this module's code: a watch that is never ended (leaked)
+	 * keeps the module loaded rather than let the bus call into freed
+	 * code.
+	 */
+	__module_get(THIS_MODULE);
 	ret = bus_register_notifier(w->bus, &w->nb);
 	if (ret) {
+		module_put(THIS_MODULE);
 		put_device(w->dev);
 		kfree(w);
 		return ERR_PTR(ret);
@@ -460,12 +468,18 @@ bool rust_dma_chan_dev_bound(struct dma_chan *chan)
 	return READ_ONCE(chan->device->dev->links.status) == DL_DEV_DRIVER_BOUND;
 }
 
-/* Ends a watch; waits for a call in progress. */
+/*
+ * Ends a watch; waits for a call in progress.  The module reference it
+ * drops is never the last one while the caller runs: the caller is this
+ * module's code, running on a reference of its own (an open file's, a
+ * device's binding).
+ */
 void rust_dma_client_unwatch(struct rust_dma_watch *w)
 {
 	bus_unregister_notifier(w->bus, &w->nb);
 	put_device(w->dev);
 	kfree(w);
+	module_put(THIS_MODULE);
 }
 
 void rust_dma_release_chan(struct dma_chan *chan)

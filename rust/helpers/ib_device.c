@@ -41,7 +41,7 @@ struct rust_ib_ops {
 			   u32 access, void **mr, u32 *lkey, u32 *rkey);
 	int (*dereg_mr)(void *dev, void *mr);
 	int (*create_qp)(void *dev, void *pd, void *send_cq, void *recv_cq,
-			 const struct rust_ib_qp_init *init, void **qp, u32 *qpn);
+			 struct rust_ib_qp_init *init, void **qp, u32 *qpn);
 	int (*modify_qp)(void *qp, const struct rust_ib_qp_attr *attr, u32 mask);
 	void (*query_qp)(void *qp, struct rust_ib_qp_attr *attr);
 	int (*destroy_qp)(void *dev, void *qp);

@@ -31,6 +31,7 @@ mod ffi {
 
     extern "C" {
         pub(super) fn rust_device_is_probing(dev: *const c_void) -> bool;
+        pub(super) fn rust_device_has_devres(dev: *mut c_void) -> bool;
         pub(super) fn rust_pci_clear_master(dev: *mut c_void);
     }
 }
@@ -40,10 +41,13 @@ mod ffi {
 ///
 /// Changing the mask is sound only while nothing of the driver maps: in
 /// `probe()`, before the driver registers anything (a registered DMA
-/// engine's clients map at any time). `Core` alone does not say so (it is
-/// also held in remove), so the device's link state is checked too: outside
-/// probe the call fails with `EBUSY` and the mask stays as it is. A driver
-/// calls it first thing in probe.
+/// engine's clients map at any time, an interrupt handler may map). `Core`
+/// alone does not say so (it is also held in remove), so two facts are
+/// checked: the device is probing, and it holds no managed resource yet
+/// (every registration that could run concurrently, an interrupt, a
+/// subsystem's registration, an I/O mapping's `Devres`, is one; the driver
+/// core starts probe with none). Otherwise the call fails with `EBUSY` and
+/// the mask stays as it is. A driver calls it first thing in probe.
 pub fn set_dma_mask(pdev: &pci::Device<Core<'_>>, bits: DmaMask) -> Result<u32> {
     let dev: &kernel::device::Device = pdev.as_ref();
     // `Device` is `repr(transparent)` over `struct device`.
@@ -53,9 +57,13 @@ pub fn set_dma_mask(pdev: &pci::Device<Core<'_>>, bits: DmaMask) -> Result<u32> 
     if !unsafe { ffi::rust_device_is_probing(raw) } {
         return Err(EBUSY);
     }
-    // SAFETY: We are in probe (checked above): the driver registered
-    // nothing yet, so no DMA allocation or mapping of its can run
-    // concurrently.
+    // SAFETY: As above; the helper takes the device's devres lock.
+    if unsafe { ffi::rust_device_has_devres(raw.cast_mut()) } {
+        dev_err!(dev, "set_dma_mask: refused, the driver has registered resources already (set the mask first)\n");
+        return Err(EBUSY);
+    }
+    // SAFETY: We are in probe and the driver registered nothing (checked
+    // above), so no DMA allocation or mapping of its can run concurrently.
     if unsafe { pdev.dma_set_mask_and_coherent(bits) }.is_ok() {
         return Ok(bits.value().count_ones());
     }

@@ -103,9 +103,10 @@ probe_rules() {
 	printf '%s\n' "$said" | sed 's/^/# /'
 	test "$rc" -eq 0 &&
 		printf '%s\n' "$said" | grep -qx 'probe: set_dma_mask=48' &&
+		printf '%s\n' "$said" | grep -qx 'probe, after a registration: set_dma_mask=EBUSY' &&
 		printf '%s\n' "$said" | grep -qx 'unbind: set_dma_mask=EBUSY'
 }
-check "set_dma_mask: 48 bits in probe, EBUSY in unbind (plx_probe_rules on $first)" probe_rules
+check "set_dma_mask: 48 bits in probe, EBUSY once something is registered and in unbind (plx_probe_rules on $first)" probe_rules
 check "bind $first again" sh -c "echo $first > $DRV/bind"
 check "both functions bound again" test "$(bound)" -eq 2
 dmatest_run rebound 200 16384 2

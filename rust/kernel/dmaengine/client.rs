@@ -85,6 +85,11 @@ pub trait RemovalSink: Send + Sync + 'static {
 
 /// A registered [`RemovalSink`]; dropping it unregisters it and waits for a
 /// call in progress, so it must not be dropped from the sink's callback.
+///
+/// While it is registered it holds a reference on the module that made it
+/// (the sink's code is there): a watch that is forgotten rather than
+/// dropped keeps its sink and its module for good, which is a leak, never
+/// a call into freed memory or unloaded code.
 pub struct RemovalWatch {
     raw: NonNull<c_void>,
     ctx: *mut c_void,

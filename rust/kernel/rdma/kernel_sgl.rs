@@ -12,22 +12,52 @@
 //! a driver, and it is built only from requests a kernel consumer posted.
 
 use super::types::Sge;
+use core::marker::PhantomData;
 
-/// A kernel consumer's gather or scatter list of at most `N` entries.
+/// Which way a list moves data: what the consumer lets the device do with
+/// its memory.
+pub trait Direction: private::Sealed {}
+
+/// A send request's gather list: the device only reads it.
+pub struct Gather;
+/// A receive request's scatter list: the device writes it.
+pub struct Scatter;
+
+impl Direction for Gather {}
+impl Direction for Scatter {}
+
+mod private {
+    pub trait Sealed {}
+    impl Sealed for super::Gather {}
+    impl Sealed for super::Scatter {}
+}
+
+/// A kernel consumer's gather ([`Gather`]) or scatter ([`Scatter`]) list
+/// of at most `N` entries.
+///
+/// Only a scatter list can be written, and only through `&mut`, so that
+/// a send list is never overwritten and one write is in progress at a
+/// time.
 ///
 /// # Invariants
 ///
 /// Each of the first `n` entries names `length` bytes at kernel virtual
 /// address `addr` that the posting kernel consumer lets the device read
-/// and write until the request completes (see the module documentation).
-/// The value is neither `Clone` nor `Copy`: it lives in the driver's
-/// queued request and goes away with it.
-pub struct KernelSgl<const N: usize> {
+/// (and, for a scatter list, write) until the request completes (see the
+/// module documentation). The value is neither `Clone` nor `Copy`: it
+/// lives in the driver's queued request and goes away with it.
+pub struct KernelSgl<D: Direction, const N: usize> {
     sges: [Sge; N],
     n: usize,
+    _dir: PhantomData<D>,
 }
 
-impl<const N: usize> KernelSgl<N> {
+/// A send request's list.
+pub type KernelGather<const N: usize> = KernelSgl<Gather, N>;
+/// A receive request's list.
+pub type KernelScatter<const N: usize> = KernelSgl<Scatter, N>;
+
+impl<D: Direction, const N: usize> KernelSgl<D, N> {
     /// Copies `sges`; `None` if there are more than `N`.
     ///
     /// # Safety
@@ -44,6 +74,7 @@ impl<const N: usize> KernelSgl<N> {
         Some(Self {
             sges: out,
             n: sges.len(),
+            _dir: PhantomData,
         })
     }
 
@@ -84,10 +115,12 @@ impl<const N: usize> KernelSgl<N> {
         }
         done
     }
+}
 
+impl<const N: usize> KernelScatter<N> {
     /// Writes `bytes` at `offset` into the list (as far as it reaches);
     /// returns how many were written.
-    pub fn write_at(&self, offset: u64, bytes: &[u8]) -> usize {
+    pub fn write_at(&mut self, offset: u64, bytes: &[u8]) -> usize {
         let mut from = 0usize;
         self.pieces(offset, bytes.len() as u64, |addr, n| {
             // SAFETY: `addr` is `n` writable bytes of the consumer's
@@ -100,17 +133,20 @@ impl<const N: usize> KernelSgl<N> {
         });
         from
     }
+}
 
+impl<const N: usize> KernelGather<N> {
     /// Copies the whole list into `dst` at `dst_offset` (as far as `dst`
     /// reaches); returns how many bytes were copied.
-    pub fn copy_to<const M: usize>(&self, dst: &KernelSgl<M>, dst_offset: u64) -> u64 {
+    pub fn copy_to<const M: usize>(&self, dst: &mut KernelScatter<M>, dst_offset: u64) -> u64 {
         let mut at = dst_offset;
         let mut copied = 0;
         self.pieces(0, self.len(), |src, n| {
             let mut from = src;
             let got = dst.pieces(at, n as u64, |to, m| {
                 // SAFETY: Both are consumer memory of at least `m` bytes
-                // (type invariant of both lists); `copy` allows overlap.
+                // (type invariant of both lists), `to` writable (a scatter
+                // list); `copy` allows overlap.
                 unsafe { core::ptr::copy(from as *const u8, to as *mut u8, m) };
                 from += m;
             });

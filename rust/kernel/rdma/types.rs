@@ -8,7 +8,7 @@
 //! `rust/helpers/ib_device.h`, which the C glue fills from, or turns into,
 //! the real verbs structures.
 
-pub use super::kernel_sgl::KernelSgl;
+pub use super::kernel_sgl::{KernelGather, KernelScatter, KernelSgl};
 
 /// One scatter/gather entry of a work request (`struct ib_sge`).
 #[repr(C)]
@@ -93,7 +93,7 @@ pub struct SendWr<'a> {
 impl SendWr<'_> {
     /// The gather list as kernel memory, if a kernel consumer posted the
     /// request and it has at most `N` entries.
-    pub fn kernel_sgl<const N: usize>(&self) -> Option<KernelSgl<N>> {
+    pub fn kernel_sgl<const N: usize>(&self) -> Option<KernelGather<N>> {
         if !self.kernel {
             return None;
         }
@@ -117,7 +117,7 @@ pub struct RecvWr<'a> {
 impl RecvWr<'_> {
     /// The scatter list as kernel memory, if a kernel consumer posted the
     /// request and it has at most `N` entries.
-    pub fn kernel_sgl<const N: usize>(&self) -> Option<KernelSgl<N>> {
+    pub fn kernel_sgl<const N: usize>(&self) -> Option<KernelScatter<N>> {
         if !self.kernel {
             return None;
         }

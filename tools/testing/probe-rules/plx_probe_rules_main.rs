@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Test-only PCI driver of the `driver` suite: checks that
-//! `pci_ext::set_dma_mask` works in probe and is refused in unbind.
+//! `pci_ext::set_dma_mask` works in probe, and is refused in unbind and in
+//! probe once the driver has registered a managed resource.
 //!
 //! A DMA mask may change only while nothing of the driver maps. `Core`, the
 //! device context `set_dma_mask` takes, is held in probe but also in
@@ -13,6 +14,7 @@
 //!
 //! ```text
 //! plx_probe_rules 0000:00:03.0: probe: set_dma_mask=48
+//! plx_probe_rules 0000:00:03.0: probe, after a registration: set_dma_mask=EBUSY
 //! plx_probe_rules 0000:00:03.0: unbind: set_dma_mask=EBUSY
 //! ```
 
@@ -21,7 +23,7 @@
 #[path = "../../../rust/kernel/pci_ext.rs"]
 mod pci_ext;
 
-use kernel::{device::Core, dma::DmaMask, pci, prelude::*};
+use kernel::{device::Core, devres::Devres, dma::DmaMask, pci, prelude::*};
 
 /// A device ID no function has: the driver binds only by override.
 const NO_SUCH_DEVICE: u32 = 0xffff;
@@ -59,6 +61,15 @@ impl pci::Driver for ProbeRules {
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
         let r = pci_ext::set_dma_mask(pdev, DmaMask::new::<48>());
         dev_info!(pdev, "probe: set_dma_mask={}\n", Outcome(r));
+        // Anything registered may run (and map) concurrently from here on.
+        let registered = Devres::new(pdev.as_ref(), ());
+        let r = pci_ext::set_dma_mask(pdev, DmaMask::new::<32>());
+        dev_info!(
+            pdev,
+            "probe, after a registration: set_dma_mask={}\n",
+            Outcome(r)
+        );
+        drop(registered);
         Ok(())
     }
 

@@ -23,8 +23,8 @@ use crate::module_queue::{self, QueueKind};
 use crate::rdma::{
     device::modify_qp_is_ok,
     types::{
-        access, qp_mask, qp_state, qp_type, send_flags, wc_opcode, wc_status, wr_opcode, KernelSgl,
-        QpAttr, QpHandle, QpInit, RecvWr, SendWr, Sge, UdDest, Wc,
+        access, qp_mask, qp_state, qp_type, send_flags, wc_opcode, wc_status, wr_opcode,
+        KernelGather, KernelScatter, QpAttr, QpHandle, QpInit, RecvWr, SendWr, Sge, UdDest, Wc,
     },
 };
 use crate::{cq::Cq, pd::Pd, stats::Stats, wq::WorkQueue, Device};
@@ -52,7 +52,10 @@ const QP_ACCESS: u32 =
     access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
 
 /// A kernel consumer's gather or scatter list.
-pub(crate) type KernelList = KernelSgl<{ MAX_SGE as usize }>;
+/// A kernel consumer's send list.
+pub(crate) type KernelSendList = KernelGather<{ MAX_SGE as usize }>;
+/// A kernel consumer's receive list.
+pub(crate) type KernelRecvList = KernelScatter<{ MAX_SGE as usize }>;
 
 /// A queued send work request.
 pub(crate) struct SendWqe {
@@ -67,7 +70,7 @@ pub(crate) struct SendWqe {
     /// A datagram's destination (GSI QP).
     pub(crate) ud: Option<UdDest>,
     /// The gather list as kernel memory (kernel QP).
-    pub(crate) kmem: Option<KernelList>,
+    pub(crate) kmem: Option<KernelSendList>,
     /// An inline request's bytes, copied at post time; its gather list
     /// then names no region.
     pub(crate) inline: Option<KVec<u8>>,
@@ -102,7 +105,7 @@ pub(crate) struct RecvWqe {
     pub(crate) sges: [Sge; MAX_SGE as usize],
     pub(crate) num_sge: usize,
     /// The scatter list as kernel memory (kernel QP).
-    pub(crate) kmem: Option<KernelList>,
+    pub(crate) kmem: Option<KernelRecvList>,
 }
 
 impl RecvWqe {

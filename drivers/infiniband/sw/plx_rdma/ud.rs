@@ -57,7 +57,7 @@ pub(crate) fn send(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
     if !peer.accepts_datagram(qkey) {
         return dropped();
     }
-    let Some(recv) = peer.take_recv() else {
+    let Some(mut recv) = peer.take_recv() else {
         return dropped();
     };
     let mut wc = Wc {
@@ -70,7 +70,7 @@ pub(crate) fn send(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
     };
     let room = recv.kmem.as_ref().map_or(0, |d| d.len());
     let (Some(dst), true) = (
-        recv.kmem.as_ref(),
+        recv.kmem.as_mut(),
         room >= GRH_BYTES as u64 + u64::from(byte_len),
     ) else {
         // Too short for the datagram: the receive fails, the send does not.
