@@ -51,6 +51,15 @@ static int rust_user_dma_charge(struct mm_struct *mm, unsigned long npages)
 static int rust_user_dma_map_pages(struct rust_user_dma *ud, struct device *dev);
 
 /*
+ * Whether @dev's driver is bound and not being unbound: the DMA API maps
+ * only for such a device (its IOMMU domain goes with the driver).
+ */
+bool rust_user_dma_dev_bound(struct device *dev)
+{
+	return READ_ONCE(dev->links.status) == DL_DEV_DRIVER_BOUND;
+}
+
+/*
  * Pins [uaddr, uaddr + len) (writable unless @dir is DMA_TO_DEVICE) and,
  * if @dev is not NULL, maps it for @dev in direction @dir. @longterm pins
  * with FOLL_LONGTERM, for buffers held beyond the system call. The pages

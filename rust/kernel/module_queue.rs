@@ -126,17 +126,19 @@ unsafe impl Send for OwnedQueue {}
 unsafe impl Sync for OwnedQueue {}
 
 impl<R> WithQueues<R> {
-    /// Creates the module's queues (named after `name`), then `inner`.
-    pub fn new<E: From<Error>>(
+    /// Creates the module's queues (named after `name`), then calls
+    /// `inner` for the initializer of the module's registrations: a
+    /// closure, so that nothing of them is made before the queues exist.
+    pub fn new<E: From<Error>, I: PinInit<R, E>>(
         name: &'static CStr,
-        inner: impl PinInit<R, E>,
+        inner: impl FnOnce() -> I,
     ) -> impl PinInit<Self, E> {
         // Initialized in the order written: the queues exist before
         // anything of `inner` could queue work.
         try_pin_init!(Self {
             long: OwnedQueue::new(QueueKind::Long, name)?,
             bh: OwnedQueue::new(QueueKind::Bh, name)?,
-            inner <- inner,
+            inner <- inner(),
         }? E)
     }
 

@@ -37,6 +37,7 @@ mod ffi {
             err: *mut c_int,
         ) -> *mut c_void;
         pub(super) fn rust_user_dma_attach(ud: *mut c_void, dev: *mut c_void) -> c_int;
+        pub(super) fn rust_user_dma_dev_bound(dev: *mut c_void) -> bool;
         pub(super) fn rust_user_dma_nents(ud: *const c_void) -> c_uint;
         pub(super) fn rust_user_dma_segments(
             ud: *const c_void,
@@ -134,11 +135,29 @@ unsafe impl Send for UserDma {}
 // user space's own stores would.
 unsafe impl Sync for UserDma {}
 
+/// `ENODEV` unless the driver of `dev` is bound and not being unbound.
+///
+/// The caller maps for a device whose driver it is not (a DMA channel's
+/// provider), so no `Device<Bound>` proves the binding: it is checked
+/// here, and a caller that also watches for the unbind (the dmaengine
+/// client's removal watch) and maps under the lock its watch takes cannot
+/// map after the unbind began.
+fn check_bound(dev: *mut c_void) -> Result {
+    // SAFETY: `dev` is a valid device for the call; the helper reads its
+    // link state only.
+    if unsafe { ffi::rust_user_dma_dev_bound(dev) } {
+        Ok(())
+    } else {
+        Err(ENODEV)
+    }
+}
+
 impl UserDma {
     /// Pins `len` bytes of the current process's memory at `uaddr` and maps
     /// them for `dev`.
     ///
-    /// Errors: `EINVAL` for an empty or wrapping range, `EFAULT` when part
+    /// Errors: `ENODEV` when `dev`'s driver is not bound (or is being
+    /// unbound), `EINVAL` for an empty or wrapping range, `EFAULT` when part
     /// of the range is unmapped (or read-only and `access` is
     /// [`Access::FromDevice`]) or outside user space, `ENOMEM` when the
     /// pages would take the process beyond `RLIMIT_MEMLOCK` (and it lacks
@@ -173,6 +192,9 @@ impl UserDma {
         let dev_ptr = dev.map_or(core::ptr::null_mut(), |d| {
             core::ptr::from_ref(d).cast_mut().cast::<c_void>()
         });
+        if dev.is_some() {
+            check_bound(dev_ptr)?;
+        }
         // SAFETY: `dev_ptr` is NULL or a valid device for the duration of
         // the call; `err` is a valid out pointer. The helper pins memory of
         // the current task only.
@@ -212,13 +234,15 @@ impl UserDma {
     /// (userfaultfd, FUSE); mapping touches no user memory. So a caller can
     /// pin without holding its locks and map under them.
     ///
-    /// Errors: `EBUSY` if the range is mapped already, or the error of the
-    /// DMA API (the range then stays pinned, unmapped).
+    /// Errors: `EBUSY` if the range is mapped already, `ENODEV` when
+    /// `dev`'s driver is not bound (or is being unbound), or the error of
+    /// the DMA API (the range then stays pinned, unmapped).
     pub fn attach(&mut self, dev: &Device) -> Result {
         if !self.segments.is_empty() {
             return Err(EBUSY);
         }
         let dev_ptr = core::ptr::from_ref(dev).cast_mut().cast::<c_void>();
+        check_bound(dev_ptr)?;
         // SAFETY: `raw` is live and owned (type invariant); `dev_ptr` is a
         // valid device for the call, and the helper takes its own reference
         // for as long as the mapping lives.

@@ -106,7 +106,7 @@ impl kernel::InPlaceModule for PlxDmaModule {
                 ring_size()?;
                 channel_config()?;
                 intx()?;
-                WithQueues::new(name, kernel::driver::Registration::new(name, module))
+                WithQueues::new(name, || kernel::driver::Registration::new(name, module))
             },
         })
     }

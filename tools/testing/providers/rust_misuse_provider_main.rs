@@ -179,7 +179,7 @@ struct MisuseProvider {
 impl kernel::InPlaceModule for MisuseProvider {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            _provider <- WithQueues::new(c"rust_misuse_provider", Provider::new()),
+            _provider <- WithQueues::new(c"rust_misuse_provider", Provider::new),
         })
     }
 }

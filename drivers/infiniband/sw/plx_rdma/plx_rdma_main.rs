@@ -375,7 +375,7 @@ fn register() -> Result<Registration<PlxRdma>> {
 impl kernel::InPlaceModule for PlxRdmaModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            reg <- WithQueues::new(<Self as kernel::ModuleMetadata>::NAME, register()),
+            reg <- WithQueues::new(<Self as kernel::ModuleMetadata>::NAME, register),
             _debugfs: debugfs::Dir::new(c"plx_rdma"),
             _stats <- _debugfs.read_callback_file(
                 c"stats",
