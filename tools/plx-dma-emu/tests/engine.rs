@@ -666,6 +666,46 @@ fn reset_in_the_middle_discards_the_step() {
     assert_eq!(load(&r.dev.stats.descriptors), 0);
 }
 
+/// The guest clears PCI_COMMAND.MASTER while a descriptor is being
+/// copied: the chunk whose write was already issued lands, nothing after
+/// it does (no further chunk, no write-back), and the engine stops with
+/// ERROR instead of finishing the burst.
+#[test]
+fn clearing_bus_mastering_stops_a_burst_in_flight() {
+    let mut r = Rig::new(8);
+    r.alloc();
+    let data = r.fill(SRC, 4096, 3);
+    let s = r.submit(SRC, DST, 4096, true);
+    let s2 = r.submit(SRC, DST + 4096, 8, true);
+    r.issue();
+    let dev = r.dev.clone();
+    let mem = Hooked::new(&r, 512, move || {
+        dev.config_write(4, &[0, 0]);
+    });
+    run_until_idle(&r.dev, &mem, 100);
+    assert_eq!(r.read(DST, 512), data[..512], "the issued write landed");
+    let late = r.read(DST + 512, 4096 - 512);
+    assert_eq!(
+        late.iter().filter(|&&b| b != 0).count(),
+        0,
+        "chunks written after bus mastering was cleared"
+    );
+    assert_ne!(
+        r.wb(s) & desc::FLAG_VALID,
+        0,
+        "written back after the clear"
+    );
+    assert_ne!(r.wb(s2) & desc::FLAG_VALID, 0, "next descriptor ran");
+    assert_eq!(rd32(&r.dev, CTRL) & CTRL_START, 0, "engine stopped");
+    assert_ne!(rd16(&r.dev, INTR_STATUS) & INTR_STATUS_ERROR, 0);
+    assert_eq!(load(&r.dev.stats.descriptors), 0);
+    // Setting the bit again does not resume the engine by itself.
+    r.dev
+        .config_write(4, &plx_dma_emu::config_space::CMD_MASTER.to_le_bytes());
+    run_until_idle(&r.dev, &mem, 100);
+    assert_ne!(r.wb(s2) & desc::FLAG_VALID, 0);
+}
+
 #[test]
 fn injected_faults_fire_on_the_nth_event() {
     let mut r = Rig::new(16);
