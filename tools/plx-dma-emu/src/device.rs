@@ -8,6 +8,9 @@
 //! only ever held for short, non-blocking work: never across a DMA access,
 //! because a DMA message waits for the client, and the client may at that
 //! moment be waiting for the socket thread to answer a register read.
+//!
+//! The engine thread itself is started and stopped by [`crate::worker`],
+//! so this module does not depend on the engine.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -18,7 +21,7 @@ use crate::conn::Conn;
 use crate::faults::{FaultSpec, Faults};
 use crate::irq::{IrqState, SetIrqsEffect};
 use crate::log::{Level, RateLimit};
-use crate::memory::{DmaError, GuestMemory};
+use crate::memory::DmaError;
 use crate::regs::*;
 use crate::stats::{add, inc, Stats};
 
@@ -440,29 +443,6 @@ impl Device {
     }
 
     // ---- engine thread support --------------------------------------------
-
-    /// Starts the engine thread on `mem` (one per connection). Fails when
-    /// the system refuses a thread (EAGAIN under a thread limit): the
-    /// caller turns the connection away instead of the process dying.
-    pub fn start_worker(
-        self: &Arc<Self>,
-        mem: Arc<dyn GuestMemory>,
-    ) -> std::io::Result<std::thread::JoinHandle<()>> {
-        self.lock().worker_stop = false;
-        let dev = self.clone();
-        std::thread::Builder::new()
-            .name(format!("plx-{}-engine", self.name))
-            .spawn(move || crate::engine::run(&dev, mem.as_ref()))
-    }
-
-    /// Stops and joins the engine thread.
-    pub fn stop_worker(&self, handle: std::thread::JoinHandle<()>) {
-        self.lock().worker_stop = true;
-        self.notify();
-        if handle.join().is_err() {
-            crate::log!(Level::Error, &self.name, "engine thread panicked");
-        }
-    }
 
     /// Blocks until the engine has work or must stop. True if it must stop.
     pub fn wait_for_work(&self) -> bool {

@@ -754,7 +754,7 @@ fn stall_fault_delays_each_descriptor() {
 fn busy_fault_outlasts_a_pause_but_not_an_abort() {
     let mut r = Rig::new(8);
     r.alloc();
-    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
+    let worker = plx_dma_emu::worker::start(&r.dev, r.mem.clone()).unwrap();
     r.dev.arm_fault(FaultSpec::Busy(300)).unwrap();
     let s = r.submit(SRC, DST, 64, true);
     r.issue();
@@ -773,7 +773,7 @@ fn busy_fault_outlasts_a_pause_but_not_an_abort() {
         != 0));
     assert!(t.elapsed() < Duration::from_millis(300));
     assert_ne!(r.wb(s) & desc::FLAG_VALID, 0);
-    r.dev.stop_worker(worker);
+    worker.stop();
     r.dev.arm_fault(FaultSpec::Busy(0)).unwrap();
     assert!(r.dev.faults().is_empty());
 }
@@ -782,7 +782,7 @@ fn busy_fault_outlasts_a_pause_but_not_an_abort() {
 fn hang_fault_holds_one_descriptor_until_paused() {
     let mut r = Rig::new(8);
     r.alloc();
-    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
+    let worker = plx_dma_emu::worker::start(&r.dev, r.mem.clone()).unwrap();
     r.dev.arm_fault(FaultSpec::Hang(2)).unwrap();
     let s1 = r.submit(SRC, DST, 64, true);
     let s2 = r.submit(SRC, DST, 64, true);
@@ -798,7 +798,7 @@ fn hang_fault_holds_one_descriptor_until_paused() {
         != 0));
     assert_ne!(r.wb(s2) & desc::FLAG_VALID, 0, "no write-back");
     assert!(r.dev.faults().is_empty(), "one-shot");
-    r.dev.stop_worker(worker);
+    worker.stop();
 }
 
 #[test]
@@ -914,7 +914,7 @@ fn engine_thread_with_plx_dma_polling() {
     r.dev
         .set_irqs(trig, VFIO_PCI_MSIX_IRQ_INDEX, 0, 1, &[], vec![fd])
         .unwrap();
-    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
+    let worker = plx_dma_emu::worker::start(&r.dev, r.mem.clone()).unwrap();
     let data = r.fill(SRC, 8192, 9);
     let mut slots = Vec::new();
     for i in 0..40u64 {
@@ -945,7 +945,7 @@ fn engine_thread_with_plx_dma_polling() {
     assert!(t.elapsed() < Duration::from_secs(1));
     // The stall was cut short by the pause: the descriptor did not start.
     assert_ne!(r.wb(s) & desc::FLAG_VALID, 0);
-    r.dev.stop_worker(worker);
+    worker.stop();
 }
 
 #[test]
@@ -999,7 +999,7 @@ fn concurrent_register_traffic_while_engine_runs() {
     // exercises the lock discipline (no deadlock, no panic).
     let mut r = Rig::new(256);
     r.alloc();
-    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
+    let worker = plx_dma_emu::worker::start(&r.dev, r.mem.clone()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let dev = r.dev.clone();
     let stop2 = stop.clone();
@@ -1027,5 +1027,5 @@ fn concurrent_register_traffic_while_engine_runs() {
     poker.join().unwrap();
     assert!(reads.load(Ordering::Relaxed) > 0);
     assert_eq!(load(&r.dev.stats.descriptors), 200);
-    r.dev.stop_worker(worker);
+    worker.stop();
 }

@@ -134,7 +134,7 @@ fuzz_target!(|data: &[u8]| {
     mem.inner.add_region(DATA, DATA_LEN as usize);
     let dev = Device::new("fuzz");
     dev.config_write(4, &CMD_MASTER.to_le_bytes());
-    let worker = dev.start_worker(mem.clone()).expect("engine thread");
+    let worker = plx_dma_emu::worker::start(&dev, mem.clone()).expect("engine thread");
     let mut quiet = Quiet { since: None };
     let mut ops = 0;
     while !input.is_empty() && ops < 96 {
@@ -265,7 +265,7 @@ fuzz_target!(|data: &[u8]| {
     // Teardown in the server's order, with a last reset racing the engine.
     dev.reset("fuzz: end");
     quiet.begin(&mem);
-    dev.stop_worker(worker);
+    worker.stop();
     quiet.end(&mem, "the final reset");
     check_invariants(&dev);
 });
