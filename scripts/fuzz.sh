@@ -9,7 +9,7 @@
 # on the trixie root's stable toolchain, where they also run (no
 # sanitizer: the emulator has no unsafe code outside sys.rs, and stable has
 # no -Zsanitizer), then runs each target
-# (all three by default) for SECONDS seconds, one after the other, on a
+# (all of them by default) for SECONDS seconds, one after the other, on a
 # copy of its committed corpus, so a run never changes the clone. Prints
 # one TAP line per target:
 #
@@ -23,7 +23,7 @@
 . "$(dirname "$0")/lib.sh"
 
 CARGO_FUZZ_VERSION=0.13.1
-TARGETS=(register_file descriptor vfio_user_message)
+TARGETS=(register_file descriptor vfio_user_message fd_framing mapped_memory engine_race dma_replies)
 
 secs=${1:-}
 [[ $secs =~ ^[1-9][0-9]*$ ]] || die "usage: scripts/fuzz.sh SECONDS [TARGET ...]"

@@ -42,6 +42,17 @@ impl ClientDma {
         }
     }
 
+    /// As [`ClientDma::new`], waiting at most `timeout` for each reply
+    /// (the fuzz target that plays a client that never answers uses a
+    /// short one).
+    pub fn with_timeout(conn: Arc<Conn>, stats: Arc<Stats>, timeout: Duration) -> ClientDma {
+        ClientDma {
+            conn,
+            stats,
+            timeout,
+        }
+    }
+
     /// Sends one request and waits for its reply payload.
     fn transact(&self, command: u16, iova: u64, payload: &[u8]) -> Result<Vec<u8>, DmaError> {
         let (id, rx) = self.conn.register().map_err(|_| DmaError::Disconnected)?;

@@ -180,6 +180,12 @@ fn run_batch(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>, snap: &
             if st.should_stop(snap.generation) {
                 return Step::Progress;
             }
+            if !st.cfg.bus_master() {
+                // Cleared while the previous descriptor ran: the next one
+                // would start with a DMA read.
+                bus_master_lost(dev, st, desc_addr);
+                return Step::Progress;
+            }
             if !d.valid() {
                 // The ring ran dry. A doorbell since our snapshot means the
                 // driver may have just set VALID: fetch again.
@@ -245,12 +251,13 @@ fn run_batch(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>, snap: &
             return Step::Progress; // aborted mid-transfer: no write-back
         };
 
-        // A reset (or abort) during the copy: the descriptor is not
-        // written back. Checked right before the write so that a ring
-        // rebuilt at the same IOVA after the reset never gets a stale
-        // completion. (A write already issued when the reset arrives still
-        // lands, like a posted write already on the link.)
-        if dev.lock().must_abort(snap.generation) {
+        // A reset (or abort) during the copy, or bus mastering cleared:
+        // the descriptor is not written back. Checked right before the
+        // write so that a ring rebuilt at the same IOVA after the reset
+        // never gets a stale completion. (A write already issued when the
+        // reset arrives still lands, like a posted write already on the
+        // link.)
+        if !may_write(dev, snap.generation, desc_addr) {
             return Step::Progress;
         }
         let write_back_ok = if plan.write_back {
@@ -305,6 +312,44 @@ fn run_batch(dev: &Device, mem: &dyn GuestMemory, scratch: &mut Vec<u8>, snap: &
         }
     }
     Step::Progress
+}
+
+/// Whether the step started at `generation` may issue a write for the
+/// descriptor at `desc_addr` now: no reset, abort or shutdown since, and
+/// bus mastering still enabled.
+///
+/// Checked under the device lock, which a config-space write also takes:
+/// once the socket thread has answered the write that clears
+/// `PCI_COMMAND.MASTER`, no further write of the engine is issued. Finding
+/// it clear stops the engine with ERROR there and then (the descriptor is
+/// neither finished nor written back), as at the start of a step: a guest
+/// that sets the bit again must not see the engine carry on with the next
+/// descriptor as if this one had completed.
+fn may_write(dev: &Device, generation: u64, desc_addr: u64) -> bool {
+    let st = dev.lock();
+    if st.must_abort(generation) {
+        return false;
+    }
+    if !st.cfg.bus_master() {
+        bus_master_lost(dev, st, desc_addr);
+        return false;
+    }
+    true
+}
+
+/// Stops the engine with INTR_STATUS.ERROR because bus mastering was
+/// cleared while it ran (the caller holds the lock as `st`).
+fn bus_master_lost(
+    dev: &Device,
+    mut st: std::sync::MutexGuard<'_, crate::device::State>,
+    desc_addr: u64,
+) {
+    st.fatal();
+    drop(st);
+    dev.warn(format_args!(
+        "bus mastering disabled (PCI_COMMAND.MASTER cleared) while the engine ran, at descriptor \
+         {desc_addr:#x}; stopped with INTR_STATUS.ERROR, nothing more written"
+    ));
 }
 
 /// Executes one VALID descriptor. `None` means it was aborted part-way.
@@ -363,8 +408,9 @@ fn execute(
     let chunk = mem.max_chunk().max(1) as u64;
     let mut done = 0u64;
     // Checked before every write, the first one included: nothing of this
-    // descriptor may land after a reset, an abort or shutdown.
-    let proceed = || !dev.lock().must_abort(generation);
+    // descriptor may land after a reset, an abort, shutdown or the clear
+    // of bus mastering.
+    let proceed = || may_write(dev, generation, desc_addr);
     while done < size {
         let n = chunk.min(size - done);
         match mem.copy_checked(d.src + done, d.dst + done, n as usize, scratch, &proceed) {

@@ -287,16 +287,24 @@ impl IrqState {
         self.fds.get(index as usize)?.get(vector as usize)?.as_ref()
     }
 
-    /// Signals one vector, applying the drop/dup faults.
-    pub fn fire(&self, index: u32, vector: u32, faults: &mut Faults, stats: &Stats, who: &str) {
+    /// Signals one vector, applying the drop/dup faults. Returns whether
+    /// a signal reached the eventfd: INTx is automasked only then.
+    pub fn fire(
+        &self,
+        index: u32,
+        vector: u32,
+        faults: &mut Faults,
+        stats: &Stats,
+        who: &str,
+    ) -> bool {
         let Some(fd) = self.fd(index, vector) else {
-            return;
+            return false;
         };
         if faults.take_drop_irq() {
             inc(&stats.irqs_dropped);
             inc(&stats.faults_injected);
             crate::log!(crate::log::Level::Info, who, "fault: dropped an interrupt");
-            return;
+            return false;
         }
         match fd.signal() {
             Ok(()) => inc(&stats.interrupts),
@@ -306,7 +314,7 @@ impl IrqState {
                     who,
                     "cannot signal interrupt eventfd: {e}"
                 );
-                return;
+                return false;
             }
         }
         if faults.take_dup_irq() {
@@ -329,6 +337,7 @@ impl IrqState {
                 inc(&stats.interrupts);
             }
         }
+        true
     }
 
     /// Signals the interrupt with nothing behind it (the spurious-irq
@@ -362,11 +371,19 @@ impl IrqState {
         who: &str,
     ) {
         match self.mode() {
-            Mode::Msix if edge => self.fire(VFIO_PCI_MSIX_IRQ_INDEX, 0, faults, stats, who),
-            Mode::Msi if edge => self.fire(VFIO_PCI_MSI_IRQ_INDEX, 0, faults, stats, who),
+            Mode::Msix if edge => {
+                self.fire(VFIO_PCI_MSIX_IRQ_INDEX, 0, faults, stats, who);
+            }
+            Mode::Msi if edge => {
+                self.fire(VFIO_PCI_MSI_IRQ_INDEX, 0, faults, stats, who);
+            }
             Mode::Intx if level && !self.intx_masked => {
-                self.intx_masked = true;
-                self.fire(VFIO_PCI_INTX_IRQ_INDEX, 0, faults, stats, who);
+                // The automask stands for "the client saw the assertion and
+                // will UNMASK after the guest's EOI". An assertion that
+                // never reached the client will never be unmasked, so it
+                // must not mask: the line stays armed and the next
+                // evaluation with the level still high signals it.
+                self.intx_masked = self.fire(VFIO_PCI_INTX_IRQ_INDEX, 0, faults, stats, who);
             }
             _ => {}
         }
@@ -488,6 +505,26 @@ mod tests {
             .set_irqs(disable, VFIO_PCI_INTX_IRQ_INDEX, 0, 0, &[], vec![])
             .is_ok());
         assert_eq!(s.mode(), Mode::None);
+    }
+
+    /// An INTx assertion the drop-irq fault swallowed: the client never
+    /// saw it, so it will never UNMASK. The line must stay unmasked so
+    /// that the next evaluation with the level high signals it.
+    #[test]
+    fn an_undelivered_intx_assertion_does_not_mask() {
+        let mut s = IrqState::new();
+        let (fd, mut rd) = eventfd();
+        s.set_irqs(TRIGGER_FD, VFIO_PCI_INTX_IRQ_INDEX, 0, 1, &[], vec![fd])
+            .unwrap();
+        let mut f = Faults::default();
+        let st = Stats::default();
+        f.arm(crate::faults::FaultSpec::DropIrq(1));
+        s.update(true, true, &mut f, &st, "t");
+        assert_eq!(count(&mut rd), 0, "dropped");
+        assert!(!s.intx_masked(), "masked with nothing delivered");
+        s.update(true, true, &mut f, &st, "t");
+        assert_eq!(count(&mut rd), 1, "the level is signalled next time");
+        assert!(s.intx_masked());
     }
 
     #[test]

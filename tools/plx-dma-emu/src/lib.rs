@@ -9,6 +9,7 @@
 //! * [`regs`], [`desc`]: the register map and the descriptor format;
 //! * [`device`]: one channel's registers, config space and interrupts;
 //! * [`engine`]: the ring walker that copies, writes back and interrupts;
+//!   [`worker`]: the thread it runs on, one per connection;
 //! * [`memory`], [`dma_client`], [`dma_map`]: how the engine reaches memory
 //!   (DMA messages through the guest IOMMU, the mapped fast path, tests);
 //! * [`irq`], [`config_space`]: interrupt eventfds, PCI config space;
@@ -42,3 +43,4 @@ pub mod regs;
 pub mod server;
 pub mod stats;
 pub mod sys;
+pub mod worker;

@@ -116,7 +116,7 @@ pub fn serve(dev: &Arc<Device>, stream: UnixStream, opts: ServerOptions) {
     } else {
         messages
     };
-    let worker = match dev.start_worker(mem) {
+    let worker = match crate::worker::start(dev, mem) {
         Ok(w) => w,
         Err(e) => {
             // Without an engine the device cannot work: the client sees
@@ -148,7 +148,7 @@ pub fn serve(dev: &Arc<Device>, stream: UnixStream, opts: ServerOptions) {
     // Order matters: closing the connection fails any DMA the engine waits
     // for, so the engine thread can be joined without help from the client.
     conn.close();
-    dev.stop_worker(worker);
+    worker.stop();
     dev.detach();
     table
         .write()

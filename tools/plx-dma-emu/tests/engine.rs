@@ -666,6 +666,46 @@ fn reset_in_the_middle_discards_the_step() {
     assert_eq!(load(&r.dev.stats.descriptors), 0);
 }
 
+/// The guest clears PCI_COMMAND.MASTER while a descriptor is being
+/// copied: the chunk whose write was already issued lands, nothing after
+/// it does (no further chunk, no write-back), and the engine stops with
+/// ERROR instead of finishing the burst.
+#[test]
+fn clearing_bus_mastering_stops_a_burst_in_flight() {
+    let mut r = Rig::new(8);
+    r.alloc();
+    let data = r.fill(SRC, 4096, 3);
+    let s = r.submit(SRC, DST, 4096, true);
+    let s2 = r.submit(SRC, DST + 4096, 8, true);
+    r.issue();
+    let dev = r.dev.clone();
+    let mem = Hooked::new(&r, 512, move || {
+        dev.config_write(4, &[0, 0]);
+    });
+    run_until_idle(&r.dev, &mem, 100);
+    assert_eq!(r.read(DST, 512), data[..512], "the issued write landed");
+    let late = r.read(DST + 512, 4096 - 512);
+    assert_eq!(
+        late.iter().filter(|&&b| b != 0).count(),
+        0,
+        "chunks written after bus mastering was cleared"
+    );
+    assert_ne!(
+        r.wb(s) & desc::FLAG_VALID,
+        0,
+        "written back after the clear"
+    );
+    assert_ne!(r.wb(s2) & desc::FLAG_VALID, 0, "next descriptor ran");
+    assert_eq!(rd32(&r.dev, CTRL) & CTRL_START, 0, "engine stopped");
+    assert_ne!(rd16(&r.dev, INTR_STATUS) & INTR_STATUS_ERROR, 0);
+    assert_eq!(load(&r.dev.stats.descriptors), 0);
+    // Setting the bit again does not resume the engine by itself.
+    r.dev
+        .config_write(4, &plx_dma_emu::config_space::CMD_MASTER.to_le_bytes());
+    run_until_idle(&r.dev, &mem, 100);
+    assert_ne!(r.wb(s2) & desc::FLAG_VALID, 0);
+}
+
 #[test]
 fn injected_faults_fire_on_the_nth_event() {
     let mut r = Rig::new(16);
@@ -714,7 +754,7 @@ fn stall_fault_delays_each_descriptor() {
 fn busy_fault_outlasts_a_pause_but_not_an_abort() {
     let mut r = Rig::new(8);
     r.alloc();
-    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
+    let worker = plx_dma_emu::worker::start(&r.dev, r.mem.clone()).unwrap();
     r.dev.arm_fault(FaultSpec::Busy(300)).unwrap();
     let s = r.submit(SRC, DST, 64, true);
     r.issue();
@@ -733,7 +773,7 @@ fn busy_fault_outlasts_a_pause_but_not_an_abort() {
         != 0));
     assert!(t.elapsed() < Duration::from_millis(300));
     assert_ne!(r.wb(s) & desc::FLAG_VALID, 0);
-    r.dev.stop_worker(worker);
+    worker.stop();
     r.dev.arm_fault(FaultSpec::Busy(0)).unwrap();
     assert!(r.dev.faults().is_empty());
 }
@@ -742,7 +782,7 @@ fn busy_fault_outlasts_a_pause_but_not_an_abort() {
 fn hang_fault_holds_one_descriptor_until_paused() {
     let mut r = Rig::new(8);
     r.alloc();
-    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
+    let worker = plx_dma_emu::worker::start(&r.dev, r.mem.clone()).unwrap();
     r.dev.arm_fault(FaultSpec::Hang(2)).unwrap();
     let s1 = r.submit(SRC, DST, 64, true);
     let s2 = r.submit(SRC, DST, 64, true);
@@ -758,7 +798,7 @@ fn hang_fault_holds_one_descriptor_until_paused() {
         != 0));
     assert_ne!(r.wb(s2) & desc::FLAG_VALID, 0, "no write-back");
     assert!(r.dev.faults().is_empty(), "one-shot");
-    r.dev.stop_worker(worker);
+    worker.stop();
 }
 
 #[test]
@@ -874,7 +914,7 @@ fn engine_thread_with_plx_dma_polling() {
     r.dev
         .set_irqs(trig, VFIO_PCI_MSIX_IRQ_INDEX, 0, 1, &[], vec![fd])
         .unwrap();
-    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
+    let worker = plx_dma_emu::worker::start(&r.dev, r.mem.clone()).unwrap();
     let data = r.fill(SRC, 8192, 9);
     let mut slots = Vec::new();
     for i in 0..40u64 {
@@ -905,7 +945,7 @@ fn engine_thread_with_plx_dma_polling() {
     assert!(t.elapsed() < Duration::from_secs(1));
     // The stall was cut short by the pause: the descriptor did not start.
     assert_ne!(r.wb(s) & desc::FLAG_VALID, 0);
-    r.dev.stop_worker(worker);
+    worker.stop();
 }
 
 #[test]
@@ -959,7 +999,7 @@ fn concurrent_register_traffic_while_engine_runs() {
     // exercises the lock discipline (no deadlock, no panic).
     let mut r = Rig::new(256);
     r.alloc();
-    let worker = r.dev.start_worker(r.mem.clone()).unwrap();
+    let worker = plx_dma_emu::worker::start(&r.dev, r.mem.clone()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let dev = r.dev.clone();
     let stop2 = stop.clone();
@@ -987,5 +1027,5 @@ fn concurrent_register_traffic_while_engine_runs() {
     poker.join().unwrap();
     assert!(reads.load(Ordering::Relaxed) > 0);
     assert_eq!(load(&r.dev.stats.descriptors), 200);
-    r.dev.stop_worker(worker);
+    worker.stop();
 }
