@@ -121,12 +121,7 @@ pub fn bounce_copy<M: GuestMemory + ?Sized>(
     len: usize,
     scratch: &mut Vec<u8>,
 ) -> Result<(), CopyError> {
-    if scratch.len() < len {
-        scratch.resize(len, 0);
-    }
-    let buf = &mut scratch[..len];
-    mem.read(src, buf).map_err(CopyError::Read)?;
-    mem.write(dst, buf).map_err(CopyError::Write)
+    bounce_copy_checked(mem, src, dst, len, scratch, &|| true).map(|_| ())
 }
 
 /// [`bounce_copy`] with a last check between the read and the write (see
