@@ -530,6 +530,36 @@ static struct ibv_qp *plx_rdma_create_qp(struct ibv_pd *pd,
 }
 
 /*
+ * The kernel's post command, after the one check libibverbs' marshalling
+ * needs: it reads the address handle of every UD request, so a UD
+ * request without one is refused here (EINVAL, *bad_wr naming it) instead
+ * of crashing there; the requests before it are posted, as usual.
+ */
+static int plx_rdma_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			      struct ibv_send_wr **bad_wr)
+{
+	struct ibv_send_wr *prev = NULL, *w;
+	int ret;
+
+	if (qp->qp_type != IBV_QPT_UD)
+		return ibv_cmd_post_send(qp, wr, bad_wr);
+	for (w = wr; w && w->wr.ud.ah; w = w->next)
+		prev = w;
+	if (!w)
+		return ibv_cmd_post_send(qp, wr, bad_wr);
+	if (prev) {
+		/* Post the good prefix alone; the caller's list is restored. */
+		prev->next = NULL;
+		ret = ibv_cmd_post_send(qp, wr, bad_wr);
+		prev->next = w;
+		if (ret)
+			return ret;
+	}
+	*bad_wr = w;
+	return EINVAL;
+}
+
+/*
  * The extended send API (ibv_wr_*).  Every WR builder opens a work
  * request with the QP's wr_id and wr_flags of the moment, the setters fill
  * in the open request, and ibv_wr_complete() posts the batch as a list of
@@ -1162,7 +1192,7 @@ static const struct verbs_context_ops plx_rdma_ctx_ops = {
 	.query_qp = plx_rdma_query_qp,
 	.modify_qp = plx_rdma_modify_qp,
 	.destroy_qp = plx_rdma_destroy_qp,
-	.post_send = ibv_cmd_post_send,
+	.post_send = plx_rdma_post_send,
 	.post_recv = ibv_cmd_post_recv,
 	.create_ah = plx_rdma_create_ah,
 	.destroy_ah = plx_rdma_destroy_ah,
