@@ -1273,4 +1273,545 @@ TEST_F(pair, destroy_qp_with_requests_queued)
 	ASSERT_EQ(0, to_init(self->a, IBV_ACCESS_LOCAL_WRITE));
 }
 
+/*
+ * The extended verbs: QPs made with ibv_create_qp_ex() and driven by the
+ * work request API (ibv_wr_*), CQs made with ibv_create_cq_ex() and read
+ * with ibv_start_poll(), and what a provider must refuse cleanly.
+ */
+#define QPX_OPS (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
+		 IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+		 IBV_QP_EX_WITH_RDMA_READ)
+
+static struct ibv_qp *make_qp_ex(FIXTURE_DATA(pair) *self, enum ibv_qp_type type,
+				 uint64_t ops, uint32_t max_inline)
+{
+	struct ibv_qp_init_attr_ex ia = {
+		.send_cq = self->cq, .recv_cq = self->cq, .qp_type = type,
+		.cap = { .max_send_wr = DEPTH, .max_recv_wr = DEPTH, .max_send_sge = 4,
+			 .max_recv_sge = 4, .max_inline_data = max_inline },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = self->pd, .send_ops_flags = ops,
+	};
+
+	return ibv_create_qp_ex(self->ctx, &ia);
+}
+
+/* Replaces the fixture's QPs by extended RC ones and connects them. */
+static void use_qp_ex(struct __test_metadata *_metadata, FIXTURE_DATA(pair) *self)
+{
+	ibv_destroy_qp(self->a);
+	ibv_destroy_qp(self->b);
+	self->a = make_qp_ex(self, IBV_QPT_RC, QPX_OPS, 64);
+	self->b = make_qp_ex(self, IBV_QPT_RC, QPX_OPS, 64);
+	ASSERT_NE(NULL, self->a) TH_LOG("ibv_create_qp_ex: %s", strerror(errno));
+	ASSERT_NE(NULL, self->b);
+	ASSERT_NE(NULL, ibv_qp_to_qp_ex(self->a));
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				  IBV_ACCESS_REMOTE_READ, 7));
+}
+
+/*
+ * One request of each kind through the work request API, one critical
+ * region each: its completions and its bytes, as with ibv_post_send().
+ * READ reads b's src into a's dst; the others go from a's src to b's dst.
+ * @inl sends the bytes inline (from a stack buffer wiped at once).
+ */
+static void wr_transfer(struct __test_metadata *_metadata, FIXTURE_DATA(pair) *self,
+			enum ibv_wr_opcode op, uint32_t len, int inl)
+{
+	struct ibv_qp_ex *qx;
+	unsigned char *s = self->src + 3, *d = self->dst + 5, msg[64];
+	struct ibv_wc wc[2];
+	uint32_t imm = 0x1234abcd;
+	int want = 1;
+
+	use_qp_ex(_metadata, self);
+	qx = ibv_qp_to_qp_ex(self->a);
+	if (op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM) {
+		ASSERT_EQ(0, post_recv(self->b, d, len, self->dst_mr->lkey, 77));
+		want = 2;
+	}
+	ibv_wr_start(qx);
+	qx->wr_id = 1;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	switch (op) {
+	case IBV_WR_SEND:
+		ibv_wr_send(qx);
+		break;
+	case IBV_WR_SEND_WITH_IMM:
+		ibv_wr_send_imm(qx, htonl(imm));
+		break;
+	case IBV_WR_RDMA_WRITE:
+		ibv_wr_rdma_write(qx, self->dst_mr->rkey, (uintptr_t)d);
+		break;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		ibv_wr_rdma_write_imm(qx, self->dst_mr->rkey, (uintptr_t)d, htonl(imm));
+		break;
+	default:
+		ibv_wr_rdma_read(qx, self->src_mr->rkey, (uintptr_t)s);
+		break;
+	}
+	if (op == IBV_WR_RDMA_READ) {
+		ibv_wr_set_sge(qx, self->dst_mr->lkey, (uintptr_t)d, len);
+	} else if (inl) {
+		memcpy(msg, s, len);
+		ibv_wr_set_inline_data(qx, msg, len);
+		memset(msg, 0, sizeof(msg));	/* the setter took the bytes */
+	} else {
+		ibv_wr_set_sge(qx, self->src_mr->lkey, (uintptr_t)s, len);
+	}
+	ASSERT_EQ(0, ibv_wr_complete(qx));
+	ASSERT_EQ(want, poll_n(self->cq, wc, want));
+	for (int i = 0; i < want; i++) {
+		report_wc(_metadata, wc[i].wr_id == 1 ? "send" : "recv", &wc[i]);
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status);
+		EXPECT_EQ(len, wc[i].byte_len);
+		if (wc[i].wr_id != 1 && op != IBV_WR_SEND) {
+			EXPECT_TRUE(wc[i].wc_flags & IBV_WC_WITH_IMM);
+			EXPECT_EQ(imm, ntohl(wc[i].imm_data));
+		}
+	}
+	EXPECT_EQ(0, memcmp(s, d, len));
+	EXPECT_EQ(-1, first_not(self->dst, 5, CANARY));
+	EXPECT_EQ(-1, first_not(d + len, 64, CANARY));
+	OUTCOME("memory=%s", memcmp(s, d, len) ? "differs" : "copied");
+	EXPECT_EQ(0, poll_none(self->cq));
+}
+
+TEST_F(pair, qp_ex_send) { wr_transfer(_metadata, self, IBV_WR_SEND, 4099, 0); }
+TEST_F(pair, qp_ex_send_imm) { wr_transfer(_metadata, self, IBV_WR_SEND_WITH_IMM, 100, 0); }
+TEST_F(pair, qp_ex_rdma_write) { wr_transfer(_metadata, self, IBV_WR_RDMA_WRITE, 65539, 0); }
+TEST_F(pair, qp_ex_rdma_write_imm) { wr_transfer(_metadata, self, IBV_WR_RDMA_WRITE_WITH_IMM, 4096, 0); }
+TEST_F(pair, qp_ex_rdma_read) { wr_transfer(_metadata, self, IBV_WR_RDMA_READ, 65539, 0); }
+TEST_F(pair, qp_ex_inline_send) { wr_transfer(_metadata, self, IBV_WR_SEND, 64, 1); }
+TEST_F(pair, qp_ex_inline_write) { wr_transfer(_metadata, self, IBV_WR_RDMA_WRITE, 48, 1); }
+
+/*
+ * Several requests in one critical region: a WRITE gathered from two SGEs,
+ * a SEND_IMM, an unsignalled WRITE and a READ, all posted by one
+ * ibv_wr_complete(), the sender's completing in order.
+ */
+TEST_F(pair, qp_ex_batch)
+{
+	struct ibv_sge sg[2] = {
+		{ .addr = (uintptr_t)self->src, .length = 1000, .lkey = self->src_mr->lkey },
+		{ .addr = (uintptr_t)self->src + 2000, .length = 1000, .lkey = self->src_mr->lkey },
+	};
+	struct ibv_qp_ex *qx;
+	struct ibv_wc wc[4];
+
+	use_qp_ex(_metadata, self);
+	qx = ibv_qp_to_qp_ex(self->a);
+	ASSERT_EQ(0, post_recv(self->b, self->dst + 8192, 64, self->dst_mr->lkey, 77));
+	ibv_wr_start(qx);
+	qx->wr_id = 1;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(qx, self->dst_mr->rkey, (uintptr_t)self->dst);
+	ibv_wr_set_sge_list(qx, 2, sg);
+	qx->wr_id = 2;
+	ibv_wr_send_imm(qx, htonl(42));
+	ibv_wr_set_sge(qx, self->src_mr->lkey, (uintptr_t)self->src + 6000, 50);
+	qx->wr_id = 3;
+	qx->wr_flags = 0;
+	ibv_wr_rdma_write(qx, self->dst_mr->rkey, (uintptr_t)self->dst + 4096);
+	ibv_wr_set_sge(qx, self->src_mr->lkey, (uintptr_t)self->src + 4096, 512);
+	qx->wr_id = 4;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_read(qx, self->src_mr->rkey, (uintptr_t)self->src + 12288);
+	ibv_wr_set_sge(qx, self->dst_mr->lkey, (uintptr_t)self->dst + 12288, 777);
+	ASSERT_EQ(0, ibv_wr_complete(qx));
+	ASSERT_EQ(4, poll_n(self->cq, wc, 4));
+	/* The sender's signalled requests complete in order: 1, 2, 4. */
+	for (int i = 0, n = 0; i < 4; i++) {
+		static const uint64_t order[] = { 1, 2, 4 };
+
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status)
+			TH_LOG("wr %llu: %s", (unsigned long long)wc[i].wr_id,
+			       ibv_wc_status_str(wc[i].status));
+		if (wc[i].wr_id != 77 && n < 3) {
+			EXPECT_EQ(order[n], wc[i].wr_id);
+			n++;
+		}
+	}
+	EXPECT_EQ(0, memcmp(self->src, self->dst, 1000));
+	EXPECT_EQ(0, memcmp(self->src + 2000, self->dst + 1000, 1000));
+	EXPECT_EQ(0, memcmp(self->src + 6000, self->dst + 8192, 50));
+	EXPECT_EQ(0, memcmp(self->src + 4096, self->dst + 4096, 512));
+	EXPECT_EQ(0, memcmp(self->src + 12288, self->dst + 12288, 777));
+	EXPECT_EQ(-1, first_not(self->dst + 2000, 4096 - 2000, CANARY));
+	OUTCOME("batch=%s", memcmp(self->src + 12288, self->dst + 12288, 777) ? "differs" : "copied");
+	EXPECT_EQ(0, poll_none(self->cq));
+}
+
+/* A SEND from two inline buffers, wiped as soon as the setter returns. */
+TEST_F(pair, qp_ex_inline_data_list)
+{
+	unsigned char h[8] = "header:", t[16] = "and the tail..";
+	struct ibv_data_buf bufs[2] = { { h, 7 }, { t, 14 } };
+	struct ibv_qp_ex *qx;
+	struct ibv_wc wc[2];
+
+	use_qp_ex(_metadata, self);
+	qx = ibv_qp_to_qp_ex(self->a);
+	ASSERT_EQ(0, post_recv(self->b, self->dst, 64, self->dst_mr->lkey, 77));
+	ibv_wr_start(qx);
+	qx->wr_id = 1;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qx);
+	ibv_wr_set_inline_data_list(qx, 2, bufs);
+	memset(h, 0, sizeof(h));
+	memset(t, 0, sizeof(t));
+	ASSERT_EQ(0, ibv_wr_complete(qx));
+	ASSERT_EQ(2, poll_n(self->cq, wc, 2));
+	for (int i = 0; i < 2; i++) {
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status);
+		EXPECT_EQ(21, wc[i].byte_len);
+	}
+	EXPECT_EQ(0, memcmp("header:and the tail..", self->dst, 21));
+	EXPECT_EQ(-1, first_not(self->dst + 21, 64, CANARY));
+	OUTCOME("memory=%s", memcmp("header:and the tail..", self->dst, 21) ? "differs" : "copied");
+}
+
+/*
+ * ibv_wr_abort() discards what the region built: nothing moves, nothing
+ * completes, and the next region posts as usual.  A region whose request
+ * has more SGEs than the QP was created with fails at ibv_wr_complete()
+ * and posts nothing.
+ */
+TEST_F(pair, qp_ex_abort_and_refused_batch)
+{
+	struct ibv_sge *sg;
+	struct ibv_qp_ex *qx;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qia;
+	struct ibv_wc wc;
+	int r;
+
+	use_qp_ex(_metadata, self);
+	qx = ibv_qp_to_qp_ex(self->a);
+	ibv_wr_start(qx);
+	qx->wr_id = 1;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(qx, self->dst_mr->rkey, (uintptr_t)self->dst);
+	ibv_wr_set_sge(qx, self->src_mr->lkey, (uintptr_t)self->src, 4096);
+	ibv_wr_abort(qx);
+	EXPECT_EQ(0, poll_none(self->cq));
+	EXPECT_EQ(-1, first_not(self->dst, 4096, CANARY));
+
+	/* One SGE more than the QP was granted. */
+	ASSERT_EQ(0, ibv_query_qp(self->a, &qa, IBV_QP_CAP, &qia));
+	ASSERT_GT(1024, qa.cap.max_send_sge);
+	sg = calloc(qa.cap.max_send_sge + 1, sizeof(*sg));
+	ASSERT_NE(NULL, sg);
+	for (uint32_t i = 0; i <= qa.cap.max_send_sge; i++)
+		sg[i] = (struct ibv_sge){ .addr = (uintptr_t)self->src + i * 64, .length = 64,
+					  .lkey = self->src_mr->lkey };
+	ibv_wr_start(qx);
+	qx->wr_id = 2;
+	ibv_wr_rdma_write(qx, self->dst_mr->rkey, (uintptr_t)self->dst);
+	ibv_wr_set_sge_list(qx, qa.cap.max_send_sge + 1, sg);
+	r = ibv_wr_complete(qx);
+	free(sg);
+	OUTCOME("abort=nothing_posted too_many_sges=%s", r ? "refused" : "accepted");
+	EXPECT_NE(0, r);
+	EXPECT_EQ(0, poll_none(self->cq));
+	EXPECT_EQ(-1, first_not(self->dst, 65536, CANARY));
+
+	ibv_wr_start(qx);
+	qx->wr_id = 3;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(qx, self->dst_mr->rkey, (uintptr_t)self->dst);
+	ibv_wr_set_sge(qx, self->src_mr->lkey, (uintptr_t)self->src, 4096);
+	ASSERT_EQ(0, ibv_wr_complete(qx));
+	ASSERT_EQ(1, poll_n(self->cq, &wc, 1));
+	report_wc(_metadata, "send", &wc);
+	EXPECT_EQ(3, wc.wr_id);
+	EXPECT_EQ(0, memcmp(self->src, self->dst, 4096));
+}
+
+/* Device capability bits libibverbs 56.1 has no names for. */
+#define DEV_FLUSH_GLOBAL (1ULL << 38)
+#define DEV_FLUSH_PERSISTENT (1ULL << 39)
+#define DEV_ATOMIC_WRITE (1ULL << 40)
+
+/*
+ * ibv_create_qp_ex() with send_ops_flags: a QP is made if and only if the
+ * device reports every operation asked for, and then ibv_qp_to_qp_ex()
+ * gives its extended ops; otherwise the answer is NULL with EOPNOTSUPP.
+ * Operations no RC QP has (TSO), UD QPs with RDMA, unknown bits and raw
+ * packet QPs with send operations are refused everywhere.
+ */
+TEST_F(pair, qp_ex_send_ops_follow_device_caps)
+{
+	struct ibv_device_attr_ex da;
+	struct {
+		const char *name;
+		enum ibv_qp_type type;
+		uint64_t ops;
+		int expect;	/* 1 made, 0 refused */
+	} c[] = {
+		{ "rc_basic", IBV_QPT_RC, QPX_OPS, 1 },
+		{ "rc_atomics", IBV_QPT_RC, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+		  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD, -1 },
+		{ "rc_bind_mw", IBV_QPT_RC, IBV_QP_EX_WITH_BIND_MW, -1 },
+		{ "rc_local_inv", IBV_QPT_RC, IBV_QP_EX_WITH_LOCAL_INV, -1 },
+		{ "rc_send_inv", IBV_QPT_RC, IBV_QP_EX_WITH_SEND_WITH_INV, -1 },
+		{ "rc_flush", IBV_QPT_RC, IBV_QP_EX_WITH_FLUSH, -1 },
+		{ "rc_atomic_write", IBV_QPT_RC, IBV_QP_EX_WITH_ATOMIC_WRITE, -1 },
+		{ "rc_tso", IBV_QPT_RC, IBV_QP_EX_WITH_TSO, 0 },
+		{ "rc_unknown_bit", IBV_QPT_RC, IBV_QP_EX_WITH_SEND | (1ULL << 40), 0 },
+		{ "ud_rdma_write", IBV_QPT_UD, IBV_QP_EX_WITH_RDMA_WRITE, 0 },
+		{ "raw_packet_send", IBV_QPT_RAW_PACKET, IBV_QP_EX_WITH_SEND, 0 },
+	};
+
+	ASSERT_EQ(0, ibv_query_device_ex(self->ctx, NULL, &da));
+	c[1].expect = da.orig_attr.atomic_cap != IBV_ATOMIC_NONE;
+	c[2].expect = !!(da.orig_attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+	c[3].expect = !!(da.orig_attr.device_cap_flags & IBV_DEVICE_MEM_MGT_EXTENSIONS);
+	c[4].expect = c[3].expect;
+	c[5].expect = !!(da.device_cap_flags_ex & (DEV_FLUSH_GLOBAL | DEV_FLUSH_PERSISTENT));
+	c[6].expect = !!(da.device_cap_flags_ex & DEV_ATOMIC_WRITE);
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct ibv_qp *qp;
+		int err;
+
+		errno = 0;
+		qp = make_qp_ex(self, c[i].type, c[i].ops, 0);
+		err = errno;
+		printf("# %s: %s (%s)\n", c[i].name, qp ? "made" : "refused",
+		       qp ? "-" : strerror(err));
+		OUTCOME("%s=%s", c[i].name, !!qp == c[i].expect &&
+			(qp || err == EOPNOTSUPP) ? "as_the_device_reports" : "contrary");
+		EXPECT_EQ(c[i].expect, !!qp) TH_LOG("%s", c[i].name);
+		if (!qp) {
+			EXPECT_EQ(EOPNOTSUPP, err) TH_LOG("%s: %s", c[i].name, strerror(err));
+			continue;
+		}
+		EXPECT_NE(NULL, ibv_qp_to_qp_ex(qp));
+		if (ibv_qp_to_qp_ex(qp)) {
+			EXPECT_NE(NULL, ibv_qp_to_qp_ex(qp)->wr_start);
+			EXPECT_NE(NULL, ibv_qp_to_qp_ex(qp)->wr_complete);
+			EXPECT_NE(NULL, ibv_qp_to_qp_ex(qp)->wr_set_sge);
+		}
+		EXPECT_EQ(0, ibv_destroy_qp(qp));
+	}
+}
+
+/*
+ * A raw packet QP, with and without being brought up (the "with
+ * attributes" creation): refused with an errno, or made and then usable
+ * and destroyable; never a crash.
+ */
+TEST_F(pair, raw_packet_qp_refused_or_whole)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = self->cq, .recv_cq = self->cq, .qp_type = IBV_QPT_RAW_PACKET,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_qp_init_attr_ex iax = {
+		.send_cq = self->cq, .recv_cq = self->cq, .qp_type = IBV_QPT_RAW_PACKET,
+		.cap = ia.cap, .comp_mask = IBV_QP_INIT_ATTR_PD, .pd = self->pd,
+	};
+	struct ibv_qp *qp;
+	int made = 0;
+
+	for (int ex = 0; ex < 2; ex++) {
+		errno = 0;
+		qp = ex ? ibv_create_qp_ex(self->ctx, &iax) : ibv_create_qp(self->pd, &ia);
+		printf("# raw packet QP%s: %s\n", ex ? " (ex)" : "",
+		       qp ? "made" : strerror(errno));
+		if (!qp) {
+			EXPECT_NE(0, errno);
+			continue;
+		}
+		made++;
+		{
+			struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+
+			ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT);
+			a.qp_state = IBV_QPS_RTR;
+			ibv_modify_qp(qp, &a, IBV_QP_STATE);
+			a.qp_state = IBV_QPS_RTS;
+			ibv_modify_qp(qp, &a, IBV_QP_STATE);
+		}
+		EXPECT_EQ(0, ibv_destroy_qp(qp));
+	}
+	OUTCOME("no_crash=1");
+	(void)made;
+}
+
+/*
+ * SRQs: made if and only if the device reports any (max_srq); one that
+ * is made takes a resize and a limit (or refuses them with an errno),
+ * answers query and is destroyed.  Never a crash.
+ */
+TEST_F(pair, srq_made_as_reported_and_modify_never_crashes)
+{
+	struct ibv_srq_init_attr sia = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	struct ibv_device_attr da;
+	struct ibv_srq_attr sa;
+	struct ibv_srq *srq;
+	int r;
+
+	ASSERT_EQ(0, ibv_query_device(self->ctx, &da));
+	errno = 0;
+	srq = ibv_create_srq(self->pd, &sia);
+	printf("# max_srq=%d create_srq: %s\n", da.max_srq, srq ? "made" : strerror(errno));
+	OUTCOME("srq=%s", !!srq == !!da.max_srq ? "as_the_device_reports" : "contrary");
+	EXPECT_EQ(!!da.max_srq, !!srq);
+	if (!srq) {
+		EXPECT_NE(0, errno);
+		return;
+	}
+	sa = (struct ibv_srq_attr){ .max_wr = 32 };
+	r = ibv_modify_srq(srq, &sa, IBV_SRQ_MAX_WR);
+	printf("# resize: %d (SRQ_RESIZE %s)\n", r,
+	       da.device_cap_flags & IBV_DEVICE_SRQ_RESIZE ? "reported" : "not reported");
+	sa = (struct ibv_srq_attr){ .srq_limit = 4 };
+	r = ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT);
+	printf("# limit: %d\n", r);
+	EXPECT_EQ(0, ibv_query_srq(srq, &sa));
+	EXPECT_EQ(0, ibv_destroy_srq(srq));
+}
+
+/*
+ * ibv_create_cq_ex(): completions read through ibv_start_poll(),
+ * ibv_next_poll() and the accessors its wc_flags ask for, the same as
+ * ibv_poll_cq() gives: a SEND_IMM and its receive, then an RDMA WRITE.
+ * An empty CQ answers ENOENT.
+ */
+TEST_F(pair, cq_ex_poll)
+{
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = 4 * DEPTH,
+		.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+			    IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+			    IBV_WC_EX_WITH_DLID_PATH_BITS,
+	};
+	struct ibv_poll_cq_attr pa = {};
+	struct ibv_cq_ex *cqx;
+	struct timespec t0, t;
+	char seen[3][128] = { "none", "none", "none" };
+	int got = 0, r, seen_recv = 0;
+
+	cqx = ibv_create_cq_ex(self->ctx, &ca);
+	ASSERT_NE(NULL, cqx) TH_LOG("ibv_create_cq_ex: %s", strerror(errno));
+	ibv_destroy_qp(self->a);
+	ibv_destroy_qp(self->b);
+	self->a = self->b = NULL;
+	{
+		struct ibv_qp_init_attr ia = {
+			.send_cq = ibv_cq_ex_to_cq(cqx), .recv_cq = ibv_cq_ex_to_cq(cqx),
+			.qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = DEPTH, .max_recv_wr = DEPTH, .max_send_sge = 1,
+				 .max_recv_sge = 1 },
+		};
+
+		self->a = ibv_create_qp(self->pd, &ia);
+		self->b = ibv_create_qp(self->pd, &ia);
+	}
+	ASSERT_NE(NULL, self->a);
+	ASSERT_NE(NULL, self->b);
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 7));
+	r = ibv_start_poll(cqx, &pa);
+	OUTCOME("empty=%s", r == ENOENT ? "ENOENT" : "other");
+	EXPECT_EQ(ENOENT, r);
+	if (!r)
+		ibv_end_poll(cqx);
+
+	ASSERT_EQ(0, post_recv(self->b, self->dst, 256, self->dst_mr->lkey, 77));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_SEND_WITH_IMM, self->src, 200, self->src_mr->lkey,
+			       0, 0, 0xfeed, IBV_SEND_SIGNALED, 1));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_RDMA_WRITE, self->src, 4096, self->src_mr->lkey,
+			       (uintptr_t)self->dst + 4096, self->dst_mr->rkey, 0,
+			       IBV_SEND_SIGNALED, 2));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (got < 3) {
+		r = ibv_start_poll(cqx, &pa);
+		if (r == ENOENT) {
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			ASSERT_GT(60, t.tv_sec - t0.tv_sec) TH_LOG("%d of 3 completions", got);
+			usleep(100);
+			continue;
+		}
+		ASSERT_EQ(0, r);
+		do {
+			uint64_t id = cqx->wr_id;
+
+			got++;
+			EXPECT_EQ(IBV_WC_SUCCESS, cqx->status);
+			/* By wr_id, whatever order the two QPs' completions came in. */
+			snprintf(seen[id == 77 ? 2 : id == 2], sizeof(seen[0]),
+				 "wr_id=%llu status=%s opcode=%d byte_len=%u imm=%s%08x",
+				 (unsigned long long)id, ibv_wc_status_str(cqx->status),
+				 ibv_wc_read_opcode(cqx), ibv_wc_read_byte_len(cqx),
+				 ibv_wc_read_wc_flags(cqx) & IBV_WC_WITH_IMM ? "" : "none:",
+				 ibv_wc_read_wc_flags(cqx) & IBV_WC_WITH_IMM ?
+				 ntohl(ibv_wc_read_imm_data(cqx)) : 0);
+			if (id == 77) {
+				seen_recv = 1;
+				EXPECT_EQ(IBV_WC_RECV, ibv_wc_read_opcode(cqx));
+				EXPECT_EQ(200, ibv_wc_read_byte_len(cqx));
+				EXPECT_EQ(0xfeed, ntohl(ibv_wc_read_imm_data(cqx)));
+				EXPECT_EQ(self->b->qp_num, ibv_wc_read_qp_num(cqx));
+			} else {
+				EXPECT_EQ(self->a->qp_num, ibv_wc_read_qp_num(cqx));
+				EXPECT_EQ(id == 1 ? IBV_WC_SEND : IBV_WC_RDMA_WRITE,
+					  ibv_wc_read_opcode(cqx));
+			}
+			(void)ibv_wc_read_src_qp(cqx);
+			(void)ibv_wc_read_slid(cqx);
+			(void)ibv_wc_read_sl(cqx);
+			(void)ibv_wc_read_dlid_path_bits(cqx);
+		} while (got < 3 && !(r = ibv_next_poll(cqx)));
+		ibv_end_poll(cqx);
+	}
+	for (int i = 0; i < 3; i++)
+		OUTCOME("wc %s", seen[i]);
+	EXPECT_TRUE(seen_recv);
+	EXPECT_EQ(0, memcmp(self->src, self->dst + 4096, 4096));
+	ibv_destroy_qp(self->a);
+	ibv_destroy_qp(self->b);
+	self->a = self->b = NULL;
+	EXPECT_EQ(0, ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)));
+}
+
+/*
+ * ibv_create_cq_ex() refuses, with EOPNOTSUPP and no CQ, the completion
+ * fields a soft device cannot fill in (timestamps, VLAN, flow tag, tag
+ * matching) and unknown ones.
+ */
+TEST_F(pair, cq_ex_refuses_unsupported_wc_flags)
+{
+	static const struct {
+		const char *name;
+		uint64_t flags;
+	} c[] = {
+		{ "completion_timestamp", IBV_WC_EX_WITH_COMPLETION_TIMESTAMP },
+		{ "cvlan", IBV_WC_EX_WITH_CVLAN },
+		{ "flow_tag", IBV_WC_EX_WITH_FLOW_TAG },
+		{ "tm_info", IBV_WC_EX_WITH_TM_INFO },
+		{ "wallclock", IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK },
+		{ "unknown_bit", IBV_WC_EX_WITH_BYTE_LEN | (1ULL << 30) },
+	};
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct ibv_cq_init_attr_ex ca = { .cqe = 8, .wc_flags = c[i].flags };
+		struct ibv_cq_ex *cqx;
+		int err;
+
+		errno = 0;
+		cqx = ibv_create_cq_ex(self->ctx, &ca);
+		err = errno;
+		OUTCOME("%s=%s", c[i].name, cqx ? "made" : strerror(err));
+		EXPECT_EQ(NULL, cqx) TH_LOG("%s", c[i].name);
+		if (cqx) {
+			ibv_destroy_cq(ibv_cq_ex_to_cq(cqx));
+		} else {
+			EXPECT_EQ(EOPNOTSUPP, err);
+		}
+	}
+}
+
 TEST_HARNESS_MAIN
