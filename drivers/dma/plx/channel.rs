@@ -671,9 +671,16 @@ impl PlxChannel {
         while !comp.queue.is_empty() {
             let mut batch = core::mem::take(&mut comp.spare);
             core::mem::swap(&mut comp.queue, &mut batch);
+            // Without a completer the client has let go: its callbacks
+            // are dropped.
+            let runner = comp.completer.as_ref().map(Completer::runner);
             drop(comp);
-            for callback in batch.iter_mut().filter_map(|e| e.callback.take()) {
-                callback.invoke();
+            if let Some(runner) = runner {
+                runner.run(|gate| {
+                    for callback in batch.iter_mut().filter_map(|e| e.callback.take()) {
+                        gate.invoke(callback);
+                    }
+                });
             }
             // One lock round trip for the whole batch.
             let mut st = self.state.lock();

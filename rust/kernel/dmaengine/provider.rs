@@ -220,9 +220,9 @@ impl PoolInner {
     /// Ends the pool's allocation: no client callback of it starts after
     /// this returns, and none is still running.
     ///
-    /// A [`Callback`] counts itself in `invoking` (a full barrier) before
-    /// it reads `live`, and this clears `live` (a full barrier) before it
-    /// reads `invoking`: one of the two sees the other.
+    /// A [`CallbackRunner`] counts itself in `invoking` (a full barrier)
+    /// before it reads `live`, and this clears `live` (a full barrier)
+    /// before it reads `invoking`: one of the two sees the other.
     fn revoke(&self) {
         self.live.xchg(false, Full);
         while self.invoking.load(Acquire) != 0 {
@@ -248,11 +248,12 @@ impl PoolSlot {
         Self(UnsafeCell::new(None))
     }
 
-    /// The current client's pool.
-    fn current(&self) -> Option<Arc<PoolInner>> {
+    /// The current client's pool, for the duration of a client's call.
+    fn current(&self) -> Option<&PoolInner> {
         // SAFETY: By the type invariant, no writer runs concurrently with a
-        // client's call, which is where this is read.
-        unsafe { (*self.0.get()).clone() }
+        // client's call, which is where this is read; the borrow ends with
+        // the call.
+        unsafe { (*self.0.get()).as_deref() }
     }
 
     /// The current client's pool ID, without touching its reference count.
@@ -593,22 +594,77 @@ impl Completer {
         // SAFETY: `done.desc` is alive (its pool is); `&mut self` serializes
         // completions on this channel; `raw` is a valid out pointer.
         unsafe { ffi::rust_dma_desc_complete(done.desc.as_ptr(), &mut raw) };
-        // The callback and the result callback are the first two words:
-        // only a client that set one needs its pool checked at invocation.
-        let pool = if raw.0[0] != 0 || raw.0[1] != 0 {
-            Some(self.pool.clone())
-        } else {
-            None
-        };
         Ok((
             Callback {
                 raw,
-                pool,
+                pool: self.pool.id,
                 result: done.result,
                 residue: done.residue,
             },
             done.token,
         ))
+    }
+
+    /// What runs this pool's callbacks once the caller dropped its locks
+    /// (see [`CallbackRunner::run`]).
+    pub fn runner(&self) -> CallbackRunner {
+        CallbackRunner {
+            pool: self.pool.clone(),
+        }
+    }
+}
+
+/// Runs the client callbacks of one pool, outside the driver's locks.
+///
+/// Made by [`Completer::runner`] under the lock that holds the completer,
+/// used after dropping it: a batch of callbacks costs one reference and
+/// one counted section, not one per callback.
+pub struct CallbackRunner {
+    pool: Arc<PoolInner>,
+}
+
+impl CallbackRunner {
+    /// Calls `f` with the gate through which callbacks of this pool run.
+    ///
+    /// While `f` runs, the client cannot finish letting go of the channel
+    /// (`free_chan_resources` waits): keep it to the callbacks. Once the
+    /// client has let go, the gate runs nothing.
+    pub fn run<R>(&self, f: impl FnOnce(&CallbackGate<'_>) -> R) -> R {
+        // Counted before `live` is read: see `PoolInner::revoke`.
+        self.pool.invoking.fetch_add(1, Full);
+        let gate = CallbackGate {
+            pool: self.pool.id,
+            live: self.pool.live.load(Relaxed),
+            _scope: PhantomData,
+        };
+        let ret = f(&gate);
+        self.pool.invoking.fetch_sub(1, Release);
+        ret
+    }
+}
+
+/// The scope of one [`CallbackRunner::run`]: only a reference to it
+/// exists, so it cannot outlive the counted section.
+pub struct CallbackGate<'a> {
+    pool: u64,
+    /// The pool's client still holds the channel.
+    live: bool,
+    _scope: PhantomData<&'a ()>,
+}
+
+impl CallbackGate<'_> {
+    /// Calls the client's callback, if it set one, the pool is this
+    /// gate's and its client still holds the channel.
+    pub fn invoke(&self, cb: Callback) {
+        if !self.live || cb.pool != self.pool {
+            return;
+        }
+        // SAFETY: `raw` was filled by `rust_dma_desc_complete` for a
+        // descriptor of this gate's pool, whose client still held the
+        // channel when the counted section began, and
+        // `free_chan_resources` waits for the section to end; the caller
+        // holds no channel lock (`Callback`'s documentation).
+        unsafe { ffi::rust_dma_callback_invoke(&cb.raw, cb.result as c_uint, cb.residue) };
     }
 }
 
@@ -619,13 +675,14 @@ impl Completer {
 /// lets a callback call all of them, and take `_bh` locks. Invoke the
 /// callbacks of one channel in completion order. Dropping it without
 /// invoking forgets the callback (a terminated transaction's client was
-/// told by the terminate itself). Once the client has let go of the
-/// channel, invoking does nothing: the client may be gone.
+/// told by the terminate itself). It runs through a [`CallbackGate`] of
+/// its pool; once the client has let go of the channel, it does not run
+/// at all: the client may be gone.
 #[must_use = "the client's callback runs only when invoked"]
 pub struct Callback {
     raw: ffi::RawCallback,
-    /// The pool of the descriptor, if the client set a callback.
-    pool: Option<Arc<PoolInner>>,
+    /// The ID of the descriptor's pool.
+    pool: u64,
     result: TxResult,
     residue: u32,
 }
@@ -633,27 +690,6 @@ pub struct Callback {
 // SAFETY: The callback and its parameter are the client's; dmaengine calls
 // them from whichever context completes (tasklet, IRQ thread, workqueue).
 unsafe impl Send for Callback {}
-
-impl Callback {
-    /// Calls the client's callback, if it set one.
-    pub fn invoke(self) {
-        let Some(pool) = self.pool else {
-            return;
-        };
-        // Counted before `live` is read: see `PoolInner::revoke`.
-        pool.invoking.fetch_add(1, Full);
-        if pool.live.load(Relaxed) {
-            // SAFETY: `raw` was filled by `rust_dma_desc_complete`; the
-            // client still holds the channel, and `free_chan_resources`
-            // waits for this call; the caller holds no channel lock (type
-            // documentation).
-            unsafe {
-                ffi::rust_dma_callback_invoke(&self.raw, self.result as c_uint, self.residue)
-            };
-        }
-        pool.invoking.fetch_sub(1, Release);
-    }
-}
 
 /// The dmaengine registration of one DMA device and its channels.
 ///

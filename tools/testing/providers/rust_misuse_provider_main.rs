@@ -67,6 +67,8 @@ struct Handles {
     prepared: Option<PreparedDesc>,
     /// A callback of a former client, kept on purpose.
     stale: Option<Callback>,
+    /// That client's completer, kept on purpose.
+    stale_comp: Option<Completer>,
 }
 
 #[pin_data]
@@ -78,10 +80,14 @@ struct MisuseChan {
 
 impl ChannelOps for MisuseChan {
     fn alloc_resources(&self, chan: NewChannel<'_>) -> Result<u32> {
-        // The misuse: a former client's callback, invoked now.
-        let stale = self.handles.lock().stale.take();
-        if let Some(cb) = stale {
-            cb.invoke();
+        // The misuse: a former client's callback, invoked now through the
+        // former client's own completer, which the channel kept too.
+        let (stale, old) = {
+            let mut h = self.handles.lock();
+            (h.stale.take(), h.stale_comp.take())
+        };
+        if let (Some(cb), Some(old)) = (stale, old) {
+            old.runner().run(|gate| gate.invoke(cb));
         }
         let (sub, comp, idle) = DescPool::alloc(chan, 2)?;
         let mut h = self.handles.lock();
@@ -95,7 +101,11 @@ impl ChannelOps for MisuseChan {
     fn free_resources(&self) {
         let mut h = self.handles.lock();
         h.sub = None;
-        h.comp = None;
+        // Kept past the release on the callback channel (the misuse).
+        let comp = h.comp.take();
+        if h.stale.is_some() {
+            h.stale_comp = comp;
+        }
         h.idle.clear();
         h.prepared = None;
     }
@@ -145,8 +155,9 @@ impl ChannelOps for MisuseChan {
             // Kept instead of invoked (see `alloc_resources`).
             h.stale = Some(cb);
         } else {
+            let runner = comp.runner();
             drop(guard);
-            cb.invoke();
+            runner.run(|gate| gate.invoke(cb));
         }
         cookie
     }
