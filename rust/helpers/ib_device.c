@@ -65,7 +65,7 @@ static_assert(sizeof(struct rust_ib_wc) == 48);
 static_assert(offsetof(struct rust_ib_wc, qp_handle) == 40);
 static_assert(sizeof(struct rust_ib_qp_init) == 48);
 static_assert(offsetof(struct rust_ib_qp_init, handle) == 40);
-static_assert(sizeof(struct rust_ib_qp_attr) == 128);
+static_assert(sizeof(struct rust_ib_qp_attr) == 144);
 static_assert(sizeof(struct rust_ib_caps) == 56);
 
 /* GIDs per port: the netdev's addresses, each as a RoCEv2 GID. */
@@ -515,6 +515,9 @@ static int rib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		a.traffic_class = grh->traffic_class;
 		a.dest_local = rib_gid_is_local(ibqp->device, &grh->dgid,
 						grh->sgid_attr);
+		/* ib_core resolved the source GID (rdma_fill_sgid_attr()). */
+		if (grh->sgid_attr)
+			memcpy(a.sgid, grh->sgid_attr->gid.raw, sizeof(a.sgid));
 	}
 	return ops_of(ibqp->device)->modify_qp(qp->priv, &a, mask);
 }

@@ -123,6 +123,8 @@ struct rust_ib_qp_attr {
 	u32 max_recv_sge;
 	u32 max_inline_data;
 	u32 sq_sig_all;		/* query only */
+	/* The source GID the AV's sgid_index names (modify, IB_QP_AV). */
+	u8 sgid[16];
 };
 
 /* Limits the device reports in query_device and enforces. */

@@ -22,7 +22,7 @@ const _: () = {
     assert!(offset_of!(Wc, qp_handle) == 40);
     assert!(size_of::<QpInit>() == 48);
     assert!(offset_of!(QpInit, handle) == 40);
-    assert!(size_of::<QpAttr>() == 128);
+    assert!(size_of::<QpAttr>() == 144);
     assert!(size_of::<Caps>() == 56);
 };
 
