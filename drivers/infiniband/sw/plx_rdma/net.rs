@@ -340,7 +340,7 @@ impl Receiver for Rx {
                             q.running = true;
                             drop(q);
                             // Not queued yet (`running` was clear): it is.
-                            let _ = workqueue::system().enqueue(Arc::from(this));
+                            let _ = workqueue::system_long().enqueue(Arc::from(this));
                         }
                         None
                     }

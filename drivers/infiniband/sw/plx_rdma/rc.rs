@@ -9,22 +9,22 @@
 //! The QP's work item sends one message at a time: SEND (with immediate)
 //! and RDMA WRITE (with immediate) are cut into packets of the path MTU
 //! (FIRST/MIDDLE/LAST or ONLY), numbered from the QP's next PSN, the last
-//! one asking for an acknowledge. It then sleeps until the completer
-//! hands it the answer: an ACK covering the last PSN completes the work
-//! request; a NAK for a PSN sequence error resends from the PSN the
+//! one and every 16th asking for an acknowledge. It then sleeps until the
+//! completer hands it the answer: an ACK covering the last PSN completes
+//! the work request; an ACK of part of it starts the timer again; a NAK for a PSN sequence error resends from the PSN the
 //! responder expects; an RNR NAK waits the timer the responder names
 //! (IBA table 45) and resends the message, `rnr_retry` times (7: for
 //! ever); other NAKs fail the request with the status rxe gives; no answer
 //! within the local ACK timeout (4.096 µs · 2^`timeout`) resends from the
-//! first packet, `retry_cnt` times. The bytes are read from the memory
+//! first packet not acknowledged, `retry_cnt` times. The bytes are read from the memory
 //! regions by the CPU as each packet is built, with the regions looked up
 //! again for each transmission, so that no region is held while waiting.
 //!
 //! # Responder
 //!
 //! Requests are executed in PSN order: a PSN before the expected one is a
-//! duplicate, answered with an ACK of the last PSN executed and not
-//! executed again; one after it is dropped and NAKed as a sequence error
+//! duplicate, not executed again, and answered (if it asks) with an ACK of
+//! the last PSN executed; one after it is dropped and NAKed as a sequence error
 //! once per gap. A SEND takes the oldest receive at its first packet (an
 //! RNR NAK with the QP's `min_rnr_timer` when there is none, the PSN not
 //! consumed); an RDMA WRITE checks its R_Key, protection domain, access
@@ -74,6 +74,11 @@ pub(crate) enum Answer {
 pub(crate) struct Pending {
     first: Psn,
     last: Psn,
+    /// Packets acknowledged so far (from `first`).
+    acked: u32,
+    /// Acknowledges of part of the message came since the requester
+    /// looked: the peer is making progress, the timer starts again.
+    progress: bool,
     answer: Option<Answer>,
 }
 
@@ -124,6 +129,11 @@ impl RcState {
         *self = Self::new();
     }
 }
+
+/// Packets between two that ask for an acknowledge (besides each
+/// message's last): what a timeout resends at most, and how often the
+/// responder says how far it got.
+const ACK_EVERY: u32 = 16;
 
 /// The local ACK timeout of `timeout` (4.096 µs · 2^timeout), in
 /// milliseconds, at least 10; 0 (no timeout) waits a second at a time.
@@ -246,7 +256,7 @@ fn transmit(
             solicited: last && wqe.flags & send_flags::SOLICITED != 0,
             pkey: Bth::DEFAULT_PKEY,
             dest_qp: path.dest_qp,
-            ack_req: last,
+            ack_req: last || (i + 1) % ACK_EVERY == 0,
             psn: first.add(i),
             ..Bth::default()
         };
@@ -279,7 +289,8 @@ fn transmit(
 /// What waiting for the answer gave.
 enum Waited {
     Answer(Answer),
-    Timeout,
+    /// No answer in time; this many packets were acknowledged.
+    Timeout(u32),
     /// The QP left RTS/SQD (ERR): the request is flushed.
     Flushed,
     Stopped,
@@ -298,15 +309,27 @@ fn wait_answer(qp: &Qp, timeout_ms: u32) -> Waited {
         if let Some(a) = st.rc.pending.as_mut().and_then(|p| p.answer.take()) {
             return Waited::Answer(a);
         }
+        // The transport timer starts again whenever part of the
+        // message is acknowledged (IBA 9.7.6.1.3).
+        if let Some(p) = st.rc.pending.as_mut().filter(|p| p.progress) {
+            p.progress = false;
+            left = msecs_to_jiffies(timeout_ms);
+        }
         match qp.answered.wait_interruptible_timeout(&mut st, left) {
             CondVarTimeoutResult::Woken { jiffies } | CondVarTimeoutResult::Signal { jiffies } => {
                 left = jiffies
             }
             CondVarTimeoutResult::Timeout => {
-                if let Some(a) = st.rc.pending.as_mut().and_then(|p| p.answer.take()) {
+                let Some(p) = st.rc.pending.as_mut() else {
+                    return Waited::Timeout(0);
+                };
+                if let Some(a) = p.answer.take() {
                     return Waited::Answer(a);
                 }
-                return Waited::Timeout;
+                if p.progress {
+                    continue;
+                }
+                return Waited::Timeout(p.acked);
             }
         }
     }
@@ -348,6 +371,8 @@ fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
         st.rc.pending = Some(Pending {
             first,
             last: first.add(n - 1),
+            acked: 0,
+            progress: false,
             answer: None,
         });
         (first, st.attr)
@@ -393,7 +418,7 @@ fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
                     _ => wc_status::REM_OP_ERR,
                 });
             }
-            Waited::Timeout => {
+            Waited::Timeout(acked) => {
                 WireStats::inc(&stats.ack_timeouts);
                 if attr.timeout != 0 {
                     if retries == 0 {
@@ -401,7 +426,8 @@ fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
                     }
                     retries -= 1;
                 }
-                from = 0;
+                // Go back to the first packet not acknowledged.
+                from = acked.min(n - 1);
             }
             Waited::Flushed => return Outcome::Failed(wc_status::WR_FLUSH_ERR),
             Waited::Stopped => return Outcome::Stopped,
@@ -437,8 +463,16 @@ pub(crate) fn on_response(qp: &Qp, pkt: &Packet<'_>) -> bool {
         Syndrome::Ack { .. } if !psn.is_before(p.last) && psn.diff(p.last) < 1 << 22 => {
             Some(Answer::Acked)
         }
-        // An ACK of part of the message: progress, nothing to do.
-        Syndrome::Ack { .. } if within => None,
+        // An ACK of part of the message: progress.
+        Syndrome::Ack { .. } if within => {
+            let acked = psn.diff(p.first) as u32 + 1;
+            if acked > p.acked {
+                p.acked = acked;
+                p.progress = true;
+                qp.answered.notify_all();
+            }
+            None
+        }
         Syndrome::RnrNak { timer } if within => Some(Answer::Rnr(timer, psn)),
         Syndrome::Nak(code) if within => Some(Answer::Nak(code, psn)),
         _ => {
@@ -502,11 +536,13 @@ pub(crate) fn on_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_
         }
         let d = psn.diff(st.rc.epsn);
         if d < 0 {
-            // Executed already: say so again, do not execute.
+            // Executed already: say so again where asked, do not execute.
             WireStats::inc(&stats.rx_duplicates);
             let (last, msn) = (st.rc.epsn.add(Psn::MASK), st.rc.msn);
             drop(st);
-            send_ack(qp, port, path, last, ACK, msn);
+            if pkt.bth.ack_req {
+                send_ack(qp, port, path, last, ACK, msn);
+            }
             return true;
         }
         if d > 0 {
