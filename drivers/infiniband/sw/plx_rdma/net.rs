@@ -340,7 +340,10 @@ impl Receiver for Rx {
                             q.running = true;
                             drop(q);
                             // Not queued yet (`running` was clear): it is.
-                            let _ = workqueue::system_long().enqueue(Arc::from(this));
+                            // High priority: packets are taken in softirq
+                            // by rxe, and a busy-polling verbs user must
+                            // not starve the ACKs its peer waits for.
+                            let _ = workqueue::system_highpri().enqueue(Arc::from(this));
                         }
                         None
                     }
