@@ -506,4 +506,77 @@ TEST_F(wire, write_with_unknown_rkey_naked)
 	EXPECT_EQ(IBV_QPS_ERR, a.qp_state);
 }
 
+/*
+ * Verbs across the wire, several packets each (the path MTU is 1024): a
+ * SEND and an RDMA WRITE with immediate from a to b, both verified.
+ */
+TEST_F(wire, send_and_write_with_imm_cross_the_wire)
+{
+	enum { LEN = 3000, AT = 100 };
+	uint8_t *src = aligned_alloc(4096, BUF);
+	struct ibv_mr *mr;
+	struct ibv_sge sge;
+	struct ibv_send_wr *bad, wr = { .num_sge = 1, .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_recv_wr *rbad, rwr = { .wr_id = 9, .num_sge = 0 };
+	long long tx = stat_of("tx_packets");
+	struct ibv_wc wc[2];
+	int got = 0, send_ok = 0, recv_ok = 0;
+
+	ASSERT_NE(NULL, src);
+	for (int i = 0; i < BUF; i++)
+		src[i] = (uint8_t)(i * 7 + 3);
+	mr = ibv_reg_mr(self->pd, src, BUF, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, mr);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)src, .length = LEN, .lkey = mr->lkey };
+	wr.sg_list = &sge;
+
+	/* SEND: into b's receive posted at setup. */
+	wr.wr_id = 1;
+	wr.opcode = IBV_WR_SEND;
+	ASSERT_EQ(0, ibv_post_send(self->a, &wr, &bad));
+	while (got < 2 && wait_wc(self->cq, &wc[got]))
+		got++;
+	ASSERT_EQ(2, got);
+	for (int i = 0; i < 2; i++) {
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status);
+		send_ok += wc[i].opcode == IBV_WC_SEND && wc[i].wr_id == 1;
+		recv_ok += wc[i].opcode == IBV_WC_RECV && wc[i].wr_id == 7 &&
+			   wc[i].byte_len == LEN;
+	}
+	EXPECT_EQ(1, send_ok);
+	EXPECT_EQ(1, recv_ok);
+	EXPECT_EQ(0, memcmp(self->buf, src, LEN));
+
+	/* RDMA WRITE with immediate: at AT in b's region, a receive consumed. */
+	memset(self->buf, CANARY, BUF);
+	ASSERT_EQ(0, ibv_post_recv(self->b, &rwr, &rbad));
+	wr.wr_id = 2;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.imm_data = htonl(0x1234abcd);
+	wr.wr.rdma.remote_addr = (uintptr_t)self->buf + AT;
+	wr.wr.rdma.rkey = self->mr->rkey;
+	ASSERT_EQ(0, ibv_post_send(self->a, &wr, &bad));
+	got = send_ok = recv_ok = 0;
+	while (got < 2 && wait_wc(self->cq, &wc[got]))
+		got++;
+	ASSERT_EQ(2, got);
+	for (int i = 0; i < 2; i++) {
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status);
+		send_ok += wc[i].opcode == IBV_WC_RDMA_WRITE && wc[i].wr_id == 2;
+		recv_ok += wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
+			   wc[i].wr_id == 9 && wc[i].byte_len == LEN &&
+			   (wc[i].wc_flags & IBV_WC_WITH_IMM) &&
+			   wc[i].imm_data == htonl(0x1234abcd);
+	}
+	EXPECT_EQ(1, send_ok);
+	EXPECT_EQ(1, recv_ok);
+	EXPECT_EQ(0, memcmp(self->buf + AT, src, LEN));
+	EXPECT_EQ(CANARY, self->buf[AT - 1]);
+	EXPECT_EQ(CANARY, self->buf[AT + LEN]);
+	/* Three packets each way at least, and their acknowledges. */
+	EXPECT_LE(tx + 8, stat_of("tx_packets"));
+	ibv_dereg_mr(mr);
+	free(src);
+}
+
 TEST_HARNESS_MAIN
