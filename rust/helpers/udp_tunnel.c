@@ -11,6 +11,7 @@
  * say and what a received datagram means are all the caller's.
  */
 
+#include <linux/dma-mapping.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
 #include <linux/rcupdate.h>
@@ -172,6 +173,23 @@ const u8 *rust_skb_network_bytes(struct sk_buff *skb, u32 *len)
 		return NULL;
 	*len = skb_tail_pointer(skb) - skb_network_header(skb);
 	return skb_network_header(skb);
+}
+
+/*
+ * Maps @len bytes of @skb's linear data at @p for @dev to read (a DMA
+ * engine's source); 0 and *addr, or -ENOMEM.  The caller checked that the
+ * range lies in the skb.
+ */
+int rust_skb_dma_map(struct device *dev, struct sk_buff *skb, const u8 *p,
+		     u32 len, dma_addr_t *addr)
+{
+	*addr = dma_map_single(dev, (void *)p, len, DMA_TO_DEVICE);
+	return dma_mapping_error(dev, *addr) ? -ENOMEM : 0;
+}
+
+void rust_skb_dma_unmap(struct device *dev, dma_addr_t addr, u32 len)
+{
+	dma_unmap_single(dev, addr, len, DMA_TO_DEVICE);
 }
 
 /* Frees @skb: dropped (counted as a drop), or consumed (delivered). */

@@ -6,6 +6,8 @@
 #include <linux/skbuff.h>
 #include <linux/types.h>
 
+struct device;
+
 struct rust_udp_tunnel;
 
 typedef void (*rust_udp_rcv_t)(const void *ctx, struct sk_buff *skb);
@@ -20,5 +22,8 @@ struct sk_buff *rust_udp_tunnel_alloc4(struct rust_udp_tunnel *t, int oif,
 int rust_udp_tunnel_xmit(struct rust_udp_tunnel *t, struct sk_buff *skb);
 const u8 *rust_skb_network_bytes(struct sk_buff *skb, u32 *len);
 void rust_skb_free(struct sk_buff *skb, bool consumed);
+int rust_skb_dma_map(struct device *dev, struct sk_buff *skb, const u8 *p,
+		     u32 len, dma_addr_t *addr);
+void rust_skb_dma_unmap(struct device *dev, dma_addr_t addr, u32 len);
 
 #endif /* RUST_HELPERS_UDP_TUNNEL_H */

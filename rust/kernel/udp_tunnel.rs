@@ -22,12 +22,15 @@
 
 use core::ptr::NonNull;
 use kernel::{
+    device::Device,
+    dma::DmaAddress,
     ffi::{c_int, c_void},
     prelude::*,
     sync::{Arc, ArcBorrow},
 };
 
 mod ffi {
+    use kernel::dma::DmaAddress;
     use kernel::ffi::{c_int, c_uint, c_void};
 
     pub(super) type RcvFn = unsafe extern "C" fn(ctx: *const c_void, skb: *mut c_void);
@@ -54,6 +57,14 @@ mod ffi {
         pub(super) fn rust_udp_tunnel_xmit(t: *mut c_void, skb: *mut c_void) -> c_int;
         pub(super) fn rust_skb_network_bytes(skb: *mut c_void, len: *mut u32) -> *const u8;
         pub(super) fn rust_skb_free(skb: *mut c_void, consumed: bool);
+        pub(super) fn rust_skb_dma_map(
+            dev: *mut c_void,
+            skb: *mut c_void,
+            p: *const u8,
+            len: u32,
+            addr: *mut DmaAddress,
+        ) -> c_int;
+        pub(super) fn rust_skb_dma_unmap(dev: *mut c_void, addr: DmaAddress, len: u32);
     }
 }
 
@@ -71,23 +82,119 @@ pub struct Skb(NonNull<c_void>);
 // thread; nothing else refers to it.
 unsafe impl Send for Skb {}
 
+/// A received datagram made linear: its bytes stay where they are.
+pub struct LinearSkb(Skb);
+
 impl Skb {
-    /// The datagram from its IP header to its end (made linear first);
-    /// `ENOMEM` if it could not be.
-    pub fn network_bytes(&mut self) -> Result<&[u8]> {
+    /// Makes the datagram linear (its bytes in one place), for
+    /// [`LinearSkb::network_bytes`]; `ENOMEM` if it could not be.
+    pub fn linearize(self) -> core::result::Result<LinearSkb, Self> {
         let mut len = 0u32;
-        // SAFETY: `self` owns the skb, alive until dropped; `&mut self`
-        // means no slice of an earlier call is alive while linearizing
-        // moves the bytes.
+        // SAFETY: `self` owns the skb, and no slice of its bytes exists.
         let p = unsafe { ffi::rust_skb_network_bytes(self.0.as_ptr(), &mut len) };
         if p.is_null() {
-            return Err(ENOMEM);
+            return Err(self);
+        }
+        Ok(LinearSkb(self))
+    }
+}
+
+impl LinearSkb {
+    /// The datagram from its IP header to its end.
+    pub fn network_bytes(&self) -> &[u8] {
+        let mut len = 0u32;
+        // SAFETY: The skb is linear already (the helper does not move its
+        // bytes again) and owned by `self`.
+        let p = unsafe { ffi::rust_skb_network_bytes(self.0 .0.as_ptr(), &mut len) };
+        if p.is_null() {
+            return &[];
         }
         // SAFETY: The helper returned `len` bytes of the skb's linear data,
-        // which stay put while the borrow of `self` lasts.
-        Ok(unsafe { core::slice::from_raw_parts(p, len as usize) })
+        // which stay put and unwritten while `self` lives.
+        unsafe { core::slice::from_raw_parts(p, len as usize) }
     }
 
+    /// Maps `part`, bytes of [`Self::network_bytes`], for `dev` to read;
+    /// `EINVAL` if it is not such bytes, `ENOMEM` if the mapping fails.
+    pub fn map_for_device<'a>(&'a self, dev: &'a Device, part: &[u8]) -> Result<SkbDma<'a>> {
+        let all = self.network_bytes().as_ptr_range();
+        let want = part.as_ptr_range();
+        if part.is_empty() || want.start < all.start || want.end > all.end {
+            return Err(EINVAL);
+        }
+        let len = u32::try_from(part.len()).map_err(|_| EINVAL)?;
+        let mut addr: DmaAddress = 0;
+        // `Device` is `repr(transparent)` over `struct device`.
+        let dev_raw = core::ptr::from_ref(dev).cast_mut().cast::<c_void>();
+        // SAFETY: `part` lies in the skb's linear data, checked above, which
+        // stays put while the returned mapping borrows `self`; `dev` is a
+        // live device.
+        let ret = unsafe {
+            ffi::rust_skb_dma_map(dev_raw, self.0 .0.as_ptr(), part.as_ptr(), len, &mut addr)
+        };
+        if ret != 0 {
+            return Err(Error::from_errno(ret));
+        }
+        Ok(SkbDma {
+            dev,
+            addr,
+            len,
+            _skb: self,
+        })
+    }
+
+    /// Frees the datagram as delivered (not counted as a drop).
+    pub fn consume(self) {
+        self.0.consume();
+    }
+}
+
+/// Bytes of a received datagram mapped for a device to read; unmapped when
+/// dropped.
+pub struct SkbDma<'a> {
+    dev: &'a Device,
+    addr: DmaAddress,
+    len: u32,
+    _skb: &'a LinearSkb,
+}
+
+impl SkbDma<'_> {
+    /// The device the bytes are mapped for.
+    pub fn device(&self) -> &Device {
+        self.dev
+    }
+
+    /// The bus address of the bytes.
+    pub fn addr(&self) -> DmaAddress {
+        self.addr
+    }
+
+    /// Their length.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// Whether there are none (never: mapping refuses an empty range).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for SkbDma<'_> {
+    fn drop(&mut self) {
+        // SAFETY: The mapping was made by `map_for_device` for this device
+        // with this length, and is unmapped once.
+        unsafe {
+            ffi::rust_skb_dma_unmap(
+                core::ptr::from_ref(self.dev).cast_mut().cast::<c_void>(),
+                self.addr,
+                self.len,
+            )
+        };
+    }
+}
+
+impl Skb {
     /// Frees the datagram as delivered (not counted as a drop).
     pub fn consume(self) {
         let p = self.0.as_ptr();

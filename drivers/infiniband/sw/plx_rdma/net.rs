@@ -23,7 +23,7 @@
 
 use crate::{
     rc,
-    udp_tunnel::{Receiver, Skb, UdpTunnel},
+    udp_tunnel::{LinearSkb, Receiver, Skb, UdpTunnel},
     wire::{
         bth::Bth,
         icrc::{crc32_le, Icrc, ICRC_LEN},
@@ -82,6 +82,8 @@ wire_stats! {
     rx_packets,
     /// Payload bytes the CPU placed into receive buffers and regions.
     rx_payload_cpu_bytes,
+    /// Payload bytes the DMA engine placed, straight from the skb.
+    rx_payload_engine_bytes,
     /// Dropped: the receive queue was full.
     rx_drop_queue_full,
     /// Dropped: not a well-formed IPv4/UDP datagram to port 4791.
@@ -393,56 +395,62 @@ impl Rx {
     }
 
     /// Takes one datagram apart and hands it to its QP.
-    fn process(&self, mut skb: Skb) {
+    fn process(&self, skb: Skb) {
         let stats = &self.dev.wire_stats;
-        let Ok(bytes) = skb.network_bytes() else {
+        let Ok(skb) = skb.linearize() else {
             WireStats::inc(&stats.rx_drop_bad_ip_udp);
             return;
         };
+        if self.take(&skb) {
+            WireStats::inc(&stats.rx_packets);
+            skb.consume();
+        }
+    }
+
+    /// Whether the QP the datagram is for took it.
+    fn take(&self, skb: &LinearSkb) -> bool {
+        let stats = &self.dev.wire_stats;
+        let bytes = skb.network_bytes();
         let Ok(dg) = Datagram::parse(bytes) else {
             WireStats::inc(&stats.rx_drop_bad_ip_udp);
-            return;
+            return false;
         };
         let IpHeader::V4(ip) = dg.ip else {
             WireStats::inc(&stats.rx_drop_ipv6);
-            return;
+            return false;
         };
         let Ok(pkt) = Packet::parse(dg.payload) else {
             WireStats::inc(&stats.rx_drop_bad_header);
-            return;
+            return false;
         };
         if pkt.check_icrc(crc32_le, dg.ip_udp).is_err() {
             WireStats::inc(&stats.rx_drop_bad_icrc);
-            return;
+            return false;
         }
         if pkt.info.transport != Transport::Rc {
             WireStats::inc(&stats.rx_drop_not_rc);
-            return;
+            return false;
         }
         let Some(qp) = self.dev.find_qp(pkt.bth.dest_qp) else {
             WireStats::inc(&stats.rx_drop_no_qp);
-            return;
+            return false;
         };
         if qp.qp_type != crate::rdma::types::qp_type::RC {
             WireStats::inc(&stats.rx_drop_qp_type);
-            return;
+            return false;
         }
         let Some((port, path)) = qp.wire_path() else {
             WireStats::inc(&stats.rx_drop_wrong_source);
-            return;
+            return false;
         };
         if path.dst != ip.src {
             WireStats::inc(&stats.rx_drop_wrong_source);
-            return;
+            return false;
         }
-        let taken = if pkt.info.is_request() {
-            rc::on_request(&qp, &port, &path, &pkt)
+        if pkt.info.is_request() {
+            rc::on_request(&qp, &port, &path, &pkt, skb)
         } else {
             rc::on_response(&qp, &pkt)
-        };
-        if taken {
-            WireStats::inc(&stats.rx_packets);
-            skb.consume();
         }
     }
 }

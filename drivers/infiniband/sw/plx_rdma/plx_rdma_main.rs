@@ -29,6 +29,7 @@ mod random;
 #[path = "../../../../rust/kernel/rdma/mod.rs"]
 mod rdma;
 #[expect(unreachable_pub)]
+#[allow(dead_code)]
 #[path = "../../../../rust/kernel/udp_tunnel.rs"]
 mod udp_tunnel;
 #[expect(unreachable_pub)]

@@ -9,14 +9,14 @@
 //! The QP's work item sends one message at a time: SEND (with immediate)
 //! and RDMA WRITE (with immediate) are cut into packets of the path MTU
 //! (FIRST/MIDDLE/LAST or ONLY), numbered from the QP's next PSN, the last
-//! one and every 16th asking for an acknowledge. It then sleeps until the
+//! one and every 8th asking for an acknowledge. It then sleeps until the
 //! completer hands it the answer: an ACK covering the last PSN completes
 //! the work request; an ACK of part of it starts the timer again; a NAK for a PSN sequence error resends from the PSN the
 //! responder expects; an RNR NAK waits the timer the responder names
 //! (IBA table 45) and resends the message, `rnr_retry` times (7: for
 //! ever); other NAKs fail the request with the status rxe gives; no answer
 //! within the local ACK timeout (4.096 µs · 2^`timeout`) resends from the
-//! first packet not acknowledged, `retry_cnt` times. The bytes are read from the memory
+//! first packet not acknowledged, `retry_cnt` times without progress. The bytes are read from the memory
 //! regions by the CPU as each packet is built, with the regions looked up
 //! again for each transmission, so that no region is held while waiting.
 //!
@@ -34,17 +34,23 @@
 //!
 //! # Who moves the payload
 //!
-//! The payload arrives in an skb, kernel memory the DMA engine's device
-//! has no mapping of; the engine's client interface maps only registered
-//! regions. Until received skbs are mapped for the engine (the next step),
-//! the CPU places received payloads and gathers sent ones, and the
-//! `rx_payload_cpu_bytes` counter says how much.
+//! A received payload of [`ENGINE_MIN`] bytes or more is placed by the DMA
+//! engine (when the device has a channel): the part of the skb that holds
+//! it is mapped for the engine's device (an IOVA behind the IOMMU) and
+//! copied into the region, already mapped at registration, after every
+//! check of the packet, ICRC included; the receive completes and the ACK
+//! goes out only once the copy is done. Shorter payloads, and all of them
+//! without a channel, are written by the CPU. `rx_payload_engine_bytes`
+//! and `rx_payload_cpu_bytes` count each. Sent payloads are read from the
+//! regions by the CPU while each packet is built.
 
 use crate::{
     exec::{resolve, rnr_delay_us, Outcome, Piece},
+    mover::CopyError,
     net::{Path, Port, WireStats},
     qp::{Qp, RecvWqe, SendWqe},
     rdma::types::{access, qp_state, send_flags, wc_opcode, wc_status, wr_opcode, Wc, WC_WITH_IMM},
+    udp_tunnel::LinearSkb,
     wire::{
         bth::Bth,
         ext::{Aeth, ImmDt, NakCode, Reth, Syndrome},
@@ -55,7 +61,7 @@ use crate::{
 };
 use kernel::{
     prelude::*,
-    sync::{Arc, CondVarTimeoutResult},
+    sync::{atomic::Relaxed, Arc, CondVarTimeoutResult},
     time::{delay::fsleep, msecs_to_jiffies, Delta},
 };
 
@@ -133,7 +139,7 @@ impl RcState {
 /// Packets between two that ask for an acknowledge (besides each
 /// message's last): what a timeout resends at most, and how often the
 /// responder says how far it got.
-const ACK_EVERY: u32 = 16;
+const ACK_EVERY: u32 = 8;
 
 /// The local ACK timeout of `timeout` (4.096 µs · 2^timeout), in
 /// milliseconds, at least 10; 0 (no timeout) waits a second at a time.
@@ -171,8 +177,18 @@ fn gather(src: &[Piece], mut off: u64, out: &mut [u8]) -> Result {
     }
 }
 
-/// Writes `bytes` into the list `dst` from byte `off` on.
-fn scatter(dst: &[Piece], mut off: u64, bytes: &[u8]) -> Result {
+/// Payloads from this many bytes on are placed by the engine (when the
+/// device has a channel); shorter ones by the CPU, for which a descriptor
+/// round trip costs more than the copy.
+const ENGINE_MIN: usize = 256;
+
+/// Places `bytes`, the payload of the received `skb`, into the list `dst`
+/// from byte `off` on: by the engine straight from the skb, or by the CPU.
+/// A channel that cannot be stopped keeps the regions pinned for good.
+fn place(qp: &Qp, skb: &LinearSkb, dst: &[Piece], mut off: u64, bytes: &[u8]) -> Result {
+    let dev = &qp.dev;
+    let stats = &dev.wire_stats;
+    let engine = dev.mover.device().filter(|_| bytes.len() >= ENGINE_MIN);
     let mut done = 0usize;
     for p in dst {
         if done == bytes.len() {
@@ -185,8 +201,27 @@ fn scatter(dst: &[Piece], mut off: u64, bytes: &[u8]) -> Result {
         let n = usize::try_from(p.len - off)
             .unwrap_or(usize::MAX)
             .min(bytes.len() - done);
-        let at = usize::try_from(p.offset + off).map_err(|_| EFAULT)?;
-        p.mr.mem.write_at(at, &bytes[done..done + n])?;
+        let part = &bytes[done..done + n];
+        let at = p.offset + off;
+        match engine {
+            Some(d) => {
+                let mapped = skb.map_for_device(d, part)?;
+                match dev.mover.copy_from_skb(&dev.stats, &p.mr.mem, at, mapped) {
+                    Ok(()) => {}
+                    Err(CopyError::Stuck) => {
+                        p.mr.leak();
+                        return Err(EIO);
+                    }
+                    Err(CopyError::Failed) => return Err(EIO),
+                }
+                stats.rx_payload_engine_bytes.fetch_add(n as u64, Relaxed);
+            }
+            None => {
+                let at = usize::try_from(at).map_err(|_| EFAULT)?;
+                p.mr.mem.write_at(at, part)?;
+                stats.rx_payload_cpu_bytes.fetch_add(n as u64, Relaxed);
+            }
+        }
         done += n;
         off = 0;
     }
@@ -379,7 +414,7 @@ fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
     };
     let timeout_ms = ack_timeout_ms(attr.timeout);
     let (mut retries, mut rnr_tries) = (attr.retry_cnt, 0u32);
-    let mut from = 0u32;
+    let (mut from, mut last_acked) = (0u32, 0u32);
     loop {
         if let Err(status) = transmit(qp, &port, &path, wqe, first, from, n) {
             return Outcome::Failed(status);
@@ -420,6 +455,12 @@ fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
             }
             Waited::Timeout(acked) => {
                 WireStats::inc(&stats.ack_timeouts);
+                // Progress since the last timeout gives the retries back,
+                // as rxe's completer does.
+                if acked > last_acked {
+                    last_acked = acked;
+                    retries = attr.retry_cnt;
+                }
                 if attr.timeout != 0 {
                     if retries == 0 {
                         return Outcome::Failed(wc_status::RETRY_EXC_ERR);
@@ -524,7 +565,13 @@ enum Step {
 
 /// A request for `qp` from its connected peer. Returns whether the packet
 /// was taken.
-pub(crate) fn on_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_>) -> bool {
+pub(crate) fn on_request(
+    qp: &Arc<Qp>,
+    port: &Port,
+    path: &Path,
+    pkt: &Packet<'_>,
+    skb: &LinearSkb,
+) -> bool {
     let stats = &qp.dev.wire_stats;
     let psn = pkt.bth.psn;
     // PSN order, under the lock; the payload is placed outside it.
@@ -630,8 +677,8 @@ pub(crate) fn on_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_
         }
     };
     let step = match (taken_recv, write) {
-        (Some(recv), _) => place_send(qp, pkt, recv),
-        (None, Some(w)) => place_write(qp, pkt, w),
+        (Some(recv), _) => place_send(qp, pkt, skb, recv),
+        (None, Some(w)) => place_write(qp, pkt, skb, w),
         (None, None) => Step::Nak(Syndrome::Nak(NakCode::InvalidRequest)),
     };
     match step {
@@ -663,8 +710,7 @@ pub(crate) fn on_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_
 
 /// Places a SEND packet's payload into its receive; completes the receive
 /// at the last packet.
-fn place_send(qp: &Arc<Qp>, pkt: &Packet<'_>, mut recv: InRecv) -> Step {
-    let stats = &qp.dev.wire_stats;
+fn place_send(qp: &Arc<Qp>, pkt: &Packet<'_>, skb: &LinearSkb, mut recv: InRecv) -> Step {
     let payload = pkt.payload();
     let room: u64 = recv.wqe.sges().iter().map(|s| u64::from(s.length)).sum();
     let end = recv.offset + payload.len() as u64;
@@ -683,16 +729,14 @@ fn place_send(qp: &Arc<Qp>, pkt: &Packet<'_>, mut recv: InRecv) -> Step {
         qp.complete_recv(recv_wc(&recv.wqe, wc_status::LOC_QP_OP_ERR, 0), false);
         return Step::Nak(Syndrome::Nak(NakCode::RemoteOperationalError));
     }
-    let placed = resolve(qp, recv.wqe.sges(), access::LOCAL_WRITE)
-        .map_err(|()| EFAULT)
-        .and_then(|dst| scatter(&dst, recv.offset, payload));
-    if placed.is_err() {
+    let Ok(dst) = resolve(qp, recv.wqe.sges(), access::LOCAL_WRITE) else {
         qp.complete_recv(recv_wc(&recv.wqe, wc_status::LOC_PROT_ERR, 0), false);
         return Step::Nak(Syndrome::Nak(NakCode::RemoteOperationalError));
+    };
+    if place(qp, skb, &dst, recv.offset, payload).is_err() {
+        qp.complete_recv(recv_wc(&recv.wqe, wc_status::LOC_QP_OP_ERR, 0), false);
+        return Step::Nak(Syndrome::Nak(NakCode::RemoteOperationalError));
     }
-    stats
-        .rx_payload_cpu_bytes
-        .fetch_add(payload.len() as u64, kernel::sync::atomic::Relaxed);
     recv.offset = end;
     if !pkt.info.ends_message() {
         qp.state.lock().rc.recv = Some(recv);
@@ -709,8 +753,7 @@ fn place_send(qp: &Arc<Qp>, pkt: &Packet<'_>, mut recv: InRecv) -> Step {
 
 /// Places an RDMA WRITE packet's payload into the region its first packet
 /// named; a WRITE with immediate completes a receive at its end.
-fn place_write(qp: &Arc<Qp>, pkt: &Packet<'_>, mut w: InWrite) -> Step {
-    let stats = &qp.dev.wire_stats;
+fn place_write(qp: &Arc<Qp>, pkt: &Packet<'_>, skb: &LinearSkb, mut w: InWrite) -> Step {
     let payload = pkt.payload();
     let end = w.offset + payload.len() as u64;
     let last = pkt.info.ends_message();
@@ -731,12 +774,9 @@ fn place_write(qp: &Arc<Qp>, pkt: &Packet<'_>, mut w: InWrite) -> Step {
             offset,
             len: w.len,
         }];
-        if scatter(&piece, w.offset, payload).is_err() {
+        if place(qp, skb, &piece, w.offset, payload).is_err() {
             return Step::Nak(Syndrome::Nak(NakCode::RemoteOperationalError));
         }
-        stats
-            .rx_payload_cpu_bytes
-            .fetch_add(payload.len() as u64, kernel::sync::atomic::Relaxed);
     }
     w.offset = end;
     if !last {
