@@ -739,7 +739,15 @@ fn place_send(qp: &Arc<Qp>, pkt: &Packet<'_>, skb: &LinearSkb, mut recv: InRecv)
     }
     recv.offset = end;
     if !pkt.info.ends_message() {
-        qp.state.lock().rc.recv = Some(recv);
+        let mut st = qp.state.lock();
+        if st.state != qp_state::ERR && !st.dead() {
+            st.rc.recv = Some(recv);
+            return Step::Done;
+        }
+        // The QP went to ERR while the packet was placed, after its
+        // receives were flushed: this one is flushed here.
+        drop(st);
+        qp.complete_recv(recv_wc(&recv.wqe, wc_status::WR_FLUSH_ERR, 0), false);
         return Step::Done;
     }
     let mut wc = recv_wc(&recv.wqe, wc_status::SUCCESS, end as u32);
