@@ -209,7 +209,8 @@ static struct ibv_context *open_named(const char *name)
 	return ctx;
 }
 
-static int connect_qp(FIXTURE_DATA(wire) *self, struct ibv_qp *qp, uint32_t dest)
+static int connect_qp_with(FIXTURE_DATA(wire) *self, struct ibv_qp *qp, uint32_t dest,
+			   int timeout, int retry_cnt)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT, .port_num = 1,
@@ -236,14 +237,19 @@ static int connect_qp(FIXTURE_DATA(wire) *self, struct ibv_qp *qp, uint32_t dest
 		return errno;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
+	a.timeout = timeout;
+	a.retry_cnt = retry_cnt;
 	a.rnr_retry = 7;
 	a.sq_psn = PSN0;
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 		return errno;
 	return 0;
+}
+
+static int connect_qp(FIXTURE_DATA(wire) *self, struct ibv_qp *qp, uint32_t dest)
+{
+	return connect_qp_with(self, qp, dest, 14, 7);
 }
 
 FIXTURE_SETUP(wire)
@@ -577,6 +583,71 @@ TEST_F(wire, send_and_write_with_imm_cross_the_wire)
 	EXPECT_LE(tx + 8, stat_of("tx_packets"));
 	ibv_dereg_mr(mr);
 	free(src);
+}
+
+/* Posts a signalled SEND of @len bytes of @mr on @qp. */
+static int post_send(struct ibv_qp *qp, struct ibv_mr *mr, uint32_t len, uint64_t id)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)mr->addr, .length = len, .lkey = mr->lkey };
+	struct ibv_send_wr *bad, wr = {
+		.wr_id = id, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
+	};
+
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/*
+ * A SEND that finds no receive is RNR NAKed, retried (rnr_retry 7), and
+ * delivered once a receive is posted.
+ */
+TEST_F(wire, rnr_nak_then_delivered)
+{
+	long long rnr_sent = stat_of("rnr_naks_sent"), rnr_got = stat_of("rnr_naks_received");
+	struct ibv_recv_wr *rbad, rwr = { .wr_id = 11, .num_sge = 0 };
+	struct ibv_wc wc[4];
+	int got = 0, ok = 0;
+
+	/* The first takes the receive of the setup, the second finds none. */
+	ASSERT_EQ(0, post_send(self->a, self->mr, 8, 1));
+	ASSERT_EQ(0, post_send(self->a, self->mr, 0, 2));
+	usleep(300000);
+	EXPECT_LT(rnr_sent, stat_of("rnr_naks_sent"));
+	EXPECT_LT(rnr_got, stat_of("rnr_naks_received"));
+	ASSERT_EQ(0, ibv_post_recv(self->b, &rwr, &rbad));
+	while (got < 4 && wait_wc(self->cq, &wc[got]))
+		got++;
+	ASSERT_EQ(4, got);
+	for (int i = 0; i < 4; i++)
+		ok += wc[i].status == IBV_WC_SUCCESS;
+	EXPECT_EQ(4, ok);
+}
+
+/*
+ * A peer that never answers (no such QP there): the local ACK timeout
+ * fires, retry_cnt times, then the request fails with
+ * IBV_WC_RETRY_EXC_ERR and the QP is in ERR.
+ */
+TEST_F(wire, silent_peer_retry_exceeded)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = self->cq, .recv_cq = self->cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 2, .max_recv_wr = 2,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	long long timeouts = stat_of("ack_timeouts");
+	struct ibv_qp *c = ibv_create_qp(self->pd, &ia);
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, c);
+	/* timeout 12: about 17 ms; two retries. */
+	ASSERT_EQ(0, connect_qp_with(self, c, 0xfffff0, 12, 2));
+	ASSERT_EQ(0, post_send(c, self->mr, 16, 3));
+	ASSERT_EQ(1, wait_wc(self->cq, &wc));
+	EXPECT_EQ(3, wc.wr_id);
+	EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status);
+	EXPECT_LE(timeouts + 3, stat_of("ack_timeouts"));
+	ibv_destroy_qp(c);
 }
 
 TEST_HARNESS_MAIN
