@@ -152,6 +152,8 @@ int rust_ib_device_register(struct ib_device *ibdev, const char *name,
 			    int ifindex);
 void rust_ib_device_unregister(struct ib_device *ibdev);
 void rust_ib_device_dealloc(struct ib_device *ibdev);
+int rust_ib_device_set_stats(struct ib_device *ibdev, const char *const *names,
+			     u32 n);
 const char *rust_ib_device_name(struct ib_device *ibdev);
 void rust_ib_cq_event(struct ib_cq *ibcq);
 void rust_ib_cq_error(struct ib_cq *ibcq);

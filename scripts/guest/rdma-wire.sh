@@ -91,6 +91,10 @@ kselftest_points /tmp/wire-test.tap
 check "wire_test: no failure, no skip" \
 	grep -q '^# Totals: pass:[1-9][0-9]* fail:0 xfail:0 xpass:0 skip:0 error:0' /tmp/wire-test.tap
 sed 's/^/# stats after wire_test: /' "$STATS"
+rdma statistic show link plx_rdma0/1 >/tmp/wire-rdma-stat.out 2>&1
+sed 's/^/# rdma statistic: /' /tmp/wire-rdma-stat.out
+check "rdma statistic shows the wire counters (rx_drop_bad_icrc $(stat rx_drop_bad_icrc))" \
+	grep -q "rx_drop_bad_icrc $(stat rx_drop_bad_icrc) " /tmp/wire-rdma-stat.out
 check "UDP port 4791 is closed with the last QP" sh -c "! grep -q ':12B7 ' /proc/net/udp"
 check "rmmod plx_rdma (wire_local)" rmmod plx_rdma
 

@@ -61,6 +61,18 @@ macro_rules! wire_stats {
                 Self { $($name: Atomic::new(0),)* }
             }
 
+            /// The counters' names, in the order of [`Self::values`].
+            pub(crate) const NAMES: &'static [&'static CStr] =
+                &[$(kernel::c_str!(stringify!($name)),)*];
+
+            /// Reads the counters into `out`, in the order of
+            /// [`Self::NAMES`].
+            pub(crate) fn values(&self, out: &mut [u64]) {
+                for (o, v) in out.iter_mut().zip([$(self.$name.load(Relaxed),)*]) {
+                    *o = v;
+                }
+            }
+
             /// Writes every counter, one `name: value` line each.
             pub(crate) fn show(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 $(writeln!(f, "{}: {}", stringify!($name), self.$name.load(Relaxed))?;)*

@@ -369,6 +369,13 @@ impl Driver for PlxRdma {
     fn post_recv(qp: ArcBorrow<'_, Qp>, wr: &RecvWr<'_>) -> Result {
         Arc::from(qp).post_recv(wr)
     }
+
+    // The wire's counters, for `rdma statistic show link plx_rdma0/1`.
+    const HW_STATS: &'static [&'static CStr] = WireStats::NAMES;
+
+    fn hw_stats(&self, out: &mut [u64]) {
+        self.0.wire_stats.values(out);
+    }
 }
 
 fn show_stats(dev: &Arc<Device>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
