@@ -118,8 +118,8 @@ wire_stats! {
     rx_drop_wrong_source,
     /// Dropped: the QP does not take packets in its state.
     rx_drop_qp_state,
-    /// Dropped: an opcode this version does not implement (READ,
-    /// atomics, ...), NAKed as an invalid request.
+    /// Dropped: an opcode this version does not implement (atomics,
+    /// ...), NAKed as an invalid request.
     rx_drop_unsupported_op,
     /// Requests whose PSN was already executed: answered, not executed.
     rx_duplicates,
@@ -462,7 +462,7 @@ impl Rx {
         if pkt.info.is_request() {
             rc::on_request(&qp, &port, &path, &pkt, skb)
         } else {
-            rc::on_response(&qp, &pkt)
+            rc::on_response(&qp, &pkt, skb)
         }
     }
 }

@@ -9,14 +9,18 @@
 //! The QP's work item sends one message at a time: SEND (with immediate)
 //! and RDMA WRITE (with immediate) are cut into packets of the path MTU
 //! (FIRST/MIDDLE/LAST or ONLY), numbered from the QP's next PSN, the last
-//! one and every 8th asking for an acknowledge. It then sleeps until the
-//! completer hands it the answer: an ACK covering the last PSN completes
-//! the work request; an ACK of part of it starts the timer again; a NAK for a PSN sequence error resends from the PSN the
-//! responder expects; an RNR NAK waits the timer the responder names
-//! (IBA table 45) and resends the message, `rnr_retry` times (7: for
+//! one and every 8th asking for an acknowledge; an RDMA READ is one
+//! request whose responses take as many PSNs as the path MTU cuts its
+//! length into. It then sleeps until the completer hands it the answer:
+//! an ACK covering the last PSN (or the last READ response) completes the
+//! work request; an ACK of part of it (or a READ response, placed in
+//! order) starts the timer again; a NAK for a PSN sequence error resends
+//! from the PSN the responder expects; an RNR NAK waits the timer the
+//! responder names (IBA table 45) and resends, `rnr_retry` times (7: for
 //! ever); other NAKs fail the request with the status rxe gives; no answer
 //! within the local ACK timeout (4.096 µs · 2^`timeout`) resends from the
-//! first packet not acknowledged, `retry_cnt` times without progress. The bytes are read from the memory
+//! first packet not acknowledged (a READ: a request for the rest),
+//! `retry_cnt` times without progress. The bytes are read from the memory
 //! regions by the CPU as each packet is built, with the regions looked up
 //! again for each transmission, so that no region is held while waiting.
 //!
@@ -24,13 +28,15 @@
 //!
 //! Requests are executed in PSN order: a PSN before the expected one is a
 //! duplicate, not executed again, and answered (if it asks) with an ACK of
-//! the last PSN executed; one after it is dropped and NAKed as a sequence error
-//! once per gap. A SEND takes the oldest receive at its first packet (an
-//! RNR NAK with the QP's `min_rnr_timer` when there is none, the PSN not
-//! consumed); an RDMA WRITE checks its R_Key, protection domain, access
-//! and bounds at its first packet (a remote access NAK otherwise). The
-//! payload is written by the CPU (see below); the receive completes at the
-//! last packet; an ACK goes back for every packet that asks for one.
+//! the last PSN executed, a duplicate READ by reading again; one after it
+//! is dropped and NAKed as a sequence error once per gap. A SEND takes the
+//! oldest receive at its first packet (an RNR NAK with the QP's
+//! `min_rnr_timer` when there is none, the PSN not consumed); an RDMA
+//! WRITE checks its R_Key, protection domain, access and bounds at its
+//! first packet, a READ before its first response (a remote access NAK
+//! otherwise). The receive completes at the last packet; an ACK goes back
+//! for every packet that asks for one; READ responses carry the region's
+//! bytes, read by the CPU.
 //!
 //! # Who moves the payload
 //!
@@ -48,8 +54,10 @@ use crate::{
     exec::{resolve, rnr_delay_us, Outcome, Piece},
     mover::CopyError,
     net::{Path, Port, WireStats},
-    qp::{Qp, RecvWqe, SendWqe},
-    rdma::types::{access, qp_state, send_flags, wc_opcode, wc_status, wr_opcode, Wc, WC_WITH_IMM},
+    qp::{Qp, RecvWqe, SendWqe, MAX_SGE},
+    rdma::types::{
+        access, qp_state, send_flags, wc_opcode, wc_status, wr_opcode, Sge, Wc, WC_WITH_IMM,
+    },
     udp_tunnel::LinearSkb,
     wire::{
         bth::Bth,
@@ -74,6 +82,8 @@ pub(crate) enum Answer {
     Rnr(u8, Psn),
     /// Negative acknowledge at this PSN.
     Nak(NakCode, Psn),
+    /// An RDMA READ response could not be placed into the local list.
+    LocalProtection,
 }
 
 /// The message the requester waits on.
@@ -86,6 +96,17 @@ pub(crate) struct Pending {
     /// looked: the peer is making progress, the timer starts again.
     progress: bool,
     answer: Option<Answer>,
+    /// An RDMA READ's local list, where its responses go.
+    read: Option<ReadTarget>,
+}
+
+/// Where the responses of an outstanding RDMA READ are placed.
+struct ReadTarget {
+    sges: [Sge; MAX_SGE as usize],
+    num_sge: usize,
+    /// Payload bytes per response packet (the path MTU).
+    mtu: u64,
+    len: u64,
 }
 
 /// A SEND being received: its receive request and the bytes placed so far.
@@ -278,9 +299,34 @@ fn transmit(
     let len = wqe.len();
     let local = match &wqe.inline {
         Some(_) => KVec::new(),
+        // A READ's list is written by the completer, not read here.
+        None if wqe.opcode == wr_opcode::RDMA_READ => KVec::new(),
         None => resolve(qp, wqe.sges(), 0).map_err(|()| wc_status::LOC_PROT_ERR)?,
     };
     let mtu = path.mtu as u64;
+    if wqe.opcode == wr_opcode::RDMA_READ {
+        // One request for what is not read yet: its responses take the
+        // PSNs from `first + from` on.
+        let done = (u64::from(from) * mtu).min(len);
+        let bth = Bth {
+            opcode: opcode::code::RC_RDMA_READ_REQUEST,
+            pkey: Bth::DEFAULT_PKEY,
+            dest_qp: path.dest_qp,
+            ack_req: true,
+            psn: first.add(from),
+            ..Bth::default()
+        };
+        let ext = ExtHeaders {
+            reth: Some(Reth {
+                va: wqe.remote_addr.wrapping_add(done),
+                rkey: wqe.rkey,
+                len: (len - done) as u32,
+            }),
+            ..ExtHeaders::default()
+        };
+        let _ = port.send(stats, path, &bth, &ext, 0, |_| Ok(()));
+        return Ok(());
+    }
     for i in from..n {
         let off = u64::from(i) * mtu;
         let size = (len - off.min(len)).min(mtu) as usize;
@@ -386,16 +432,18 @@ fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
         wr_opcode::SEND
         | wr_opcode::SEND_WITH_IMM
         | wr_opcode::RDMA_WRITE
-        | wr_opcode::RDMA_WRITE_WITH_IMM => {}
-        // RDMA READ is not carried on the wire yet.
+        | wr_opcode::RDMA_WRITE_WITH_IMM
+        | wr_opcode::RDMA_READ => {}
         _ => return Outcome::Failed(wc_status::LOC_QP_OP_ERR),
     }
+    let reads = wqe.opcode == wr_opcode::RDMA_READ;
     let len = wqe.len();
     let Ok(byte_len) = u32::try_from(len) else {
         return Outcome::Failed(wc_status::LOC_LEN_ERR);
     };
     // Checked before the first packet: a bad lkey sends nothing.
-    if wqe.inline.is_none() && resolve(qp, wqe.sges(), 0).is_err() {
+    let want = if reads { access::LOCAL_WRITE } else { 0 };
+    if wqe.inline.is_none() && resolve(qp, wqe.sges(), want).is_err() {
         return Outcome::Failed(wc_status::LOC_PROT_ERR);
     }
     let n = u32::try_from(len.div_ceil(path.mtu as u64).max(1)).unwrap_or(u32::MAX);
@@ -409,6 +457,12 @@ fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
             acked: 0,
             progress: false,
             answer: None,
+            read: reads.then_some(ReadTarget {
+                sges: wqe.sges,
+                num_sge: wqe.num_sge,
+                mtu: path.mtu as u64,
+                len,
+            }),
         });
         (first, st.attr)
     };
@@ -444,6 +498,9 @@ fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
                 }
                 retries -= 1;
                 from = resend_from(psn).unwrap_or(0);
+            }
+            Waited::Answer(Answer::LocalProtection) => {
+                return Outcome::Failed(wc_status::LOC_PROT_ERR);
             }
             Waited::Answer(Answer::Nak(code, _)) => {
                 WireStats::inc(&stats.naks_received);
@@ -482,17 +539,15 @@ fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
 
 /// An acknowledge or a READ response for `qp`: handed to its waiting
 /// requester. Returns whether the packet was taken.
-pub(crate) fn on_response(qp: &Qp, pkt: &Packet<'_>) -> bool {
+pub(crate) fn on_response(qp: &Qp, pkt: &Packet<'_>, skb: &LinearSkb) -> bool {
     let stats = &qp.dev.wire_stats;
-    let Some(aeth) = pkt.ext.aeth else {
-        // READ responses are not carried yet.
+    if pkt.info.operation == Operation::RdmaReadResponse {
+        return on_read_response(qp, pkt, skb);
+    }
+    let (Some(aeth), Operation::Acknowledge) = (pkt.ext.aeth, pkt.info.operation) else {
         WireStats::inc(&stats.rx_drop_unsupported_op);
         return false;
     };
-    if pkt.info.operation != Operation::Acknowledge {
-        WireStats::inc(&stats.rx_drop_unsupported_op);
-        return false;
-    }
     let psn = pkt.bth.psn;
     let mut st = qp.state.lock();
     let Some(p) = st.rc.pending.as_mut() else {
@@ -501,6 +556,11 @@ pub(crate) fn on_response(qp: &Qp, pkt: &Packet<'_>) -> bool {
     };
     let within = !psn.is_before(p.first) && !p.last.is_before(psn);
     let answer = match aeth.syndrome {
+        // A READ is answered by its responses, not by an ACK.
+        Syndrome::Ack { .. } if p.read.is_some() => {
+            WireStats::inc(&stats.rx_stale_acks);
+            None
+        }
         Syndrome::Ack { .. } if !psn.is_before(p.last) && psn.diff(p.last) < 1 << 22 => {
             Some(Answer::Acked)
         }
@@ -524,6 +584,154 @@ pub(crate) fn on_response(qp: &Qp, pkt: &Packet<'_>) -> bool {
     if let Some(a) = answer {
         p.answer = Some(a);
         qp.answered.notify_all();
+    }
+    true
+}
+
+/// An RDMA READ response: placed into the outstanding READ's local list
+/// if it is the next one expected, else ignored (a resent READ request
+/// brings the rest again).
+fn on_read_response(qp: &Qp, pkt: &Packet<'_>, skb: &LinearSkb) -> bool {
+    let stats = &qp.dev.wire_stats;
+    let psn = pkt.bth.psn;
+    let expected = {
+        let st = qp.state.lock();
+        st.rc.pending.as_ref().and_then(|p| {
+            let r = p.read.as_ref()?;
+            (psn == p.first.add(p.acked)).then(|| {
+                let off = u64::from(p.acked) * r.mtu;
+                (p.first, p.acked, r.sges, r.num_sge, off, r.len)
+            })
+        })
+    };
+    let Some((first, acked, sges, num_sge, off, len)) = expected else {
+        WireStats::inc(&stats.rx_stale_acks);
+        return true;
+    };
+    let payload = pkt.payload();
+    let end = off + payload.len() as u64;
+    // The responder cuts at the path MTU: anything else is not ours.
+    let fits = end <= len && (end == len) == pkt.info.ends_message();
+    let placed = fits
+        && resolve(qp, &sges[..num_sge], access::LOCAL_WRITE)
+            .map_err(|()| EFAULT)
+            .and_then(|dst| place(qp, skb, &dst, off, payload))
+            .is_ok();
+    let mut st = qp.state.lock();
+    let Some(p) = st
+        .rc
+        .pending
+        .as_mut()
+        .filter(|p| p.first == first && p.acked == acked)
+    else {
+        return true;
+    };
+    if !placed {
+        p.answer = Some(if fits {
+            Answer::LocalProtection
+        } else {
+            Answer::Nak(NakCode::InvalidRequest, psn)
+        });
+    } else {
+        p.acked += 1;
+        p.progress = true;
+        if pkt.info.ends_message() {
+            p.answer = Some(Answer::Acked);
+        }
+    }
+    qp.answered.notify_all();
+    true
+}
+
+/// Answers an RDMA READ request (`duplicate`: one executed before, read
+/// again): checks the QP's rights and the R_Key, then sends the responses,
+/// their payload read from the region by the CPU.
+fn read_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_>, duplicate: bool) -> bool {
+    let stats = &qp.dev.wire_stats;
+    let Some(reth) = pkt.ext.reth else {
+        return false;
+    };
+    let psn = pkt.bth.psn;
+    let len = u64::from(reth.len);
+    let mtu = path.mtu as u64;
+    let n = u32::try_from(len.div_ceil(mtu).max(1)).unwrap_or(u32::MAX);
+    let (msn, ok) = {
+        let mut st = qp.state.lock();
+        let ok = st.attr.qp_access_flags & access::REMOTE_READ != 0
+            && (duplicate || (st.rc.recv.is_none() && st.rc.write.is_none()));
+        if ok && !duplicate {
+            st.rc.epsn = psn.add(n);
+            st.rc.nak_sent = false;
+            st.rc.msn = (st.rc.msn + 1) & Psn::MASK;
+        }
+        (st.rc.msn, ok)
+    };
+    if !ok {
+        send_ack(
+            qp,
+            port,
+            path,
+            psn,
+            Syndrome::Nak(NakCode::InvalidRequest),
+            msn,
+        );
+        qp.enter_error();
+        return true;
+    }
+    // Zero bytes name no memory: no R_Key is checked (IBA 9.7.4.1.2).
+    let src = match len {
+        0 => None,
+        _ => {
+            let region = qp.dev.mrs.get(reth.rkey).and_then(|mr| {
+                let ok = mr.rkey() == reth.rkey
+                    && Arc::ptr_eq(&mr.pd, &qp.pd)
+                    && mr.allows(access::REMOTE_READ);
+                let offset = mr.offset_of(reth.va, len).filter(|_| ok)?;
+                Some(Piece { mr, offset, len })
+            });
+            match region {
+                Some(p) => Some([p]),
+                None => {
+                    let nak = Syndrome::Nak(NakCode::RemoteAccessError);
+                    send_ack(qp, port, path, psn, nak, msn);
+                    qp.enter_error();
+                    return true;
+                }
+            }
+        }
+    };
+    use opcode::code as op;
+    for i in 0..n {
+        let off = u64::from(i) * mtu;
+        let size = (len - off.min(len)).min(mtu) as usize;
+        let opcode = match (i, n) {
+            (_, 1) => op::RC_RDMA_READ_RESPONSE_ONLY,
+            (0, _) => op::RC_RDMA_READ_RESPONSE_FIRST,
+            (i, n) if i + 1 == n => op::RC_RDMA_READ_RESPONSE_LAST,
+            _ => op::RC_RDMA_READ_RESPONSE_MIDDLE,
+        };
+        let info = opcode::OpInfo::lookup(opcode);
+        let bth = Bth {
+            opcode,
+            pkey: Bth::DEFAULT_PKEY,
+            dest_qp: path.dest_qp,
+            psn: psn.add(i),
+            ..Bth::default()
+        };
+        let ext = ExtHeaders {
+            aeth: info
+                .filter(|i| i.has(opcode::Headers::AETH))
+                .map(|_| Aeth { syndrome: ACK, msn }),
+            ..ExtHeaders::default()
+        };
+        let fill = |out: &mut [u8]| match &src {
+            Some(s) => gather(s, off, out),
+            None => Ok(()),
+        };
+        if port.send(stats, path, &bth, &ext, size, fill).is_err() {
+            // The requester's timer asks again.
+            break;
+        }
     }
     true
 }
@@ -582,6 +790,12 @@ pub(crate) fn on_request(
             return false;
         }
         let d = psn.diff(st.rc.epsn);
+        if d < 0 && pkt.info.operation == Operation::RdmaReadRequest {
+            // A READ whose responses were lost: read again.
+            WireStats::inc(&stats.rx_duplicates);
+            drop(st);
+            return read_request(qp, port, path, pkt, true);
+        }
         if d < 0 {
             // Executed already: say so again where asked, do not execute.
             WireStats::inc(&stats.rx_duplicates);
@@ -603,6 +817,10 @@ pub(crate) fn on_request(
                 send_ack(qp, port, path, epsn, nak, msn);
             }
             return false;
+        }
+        if pkt.info.operation == Operation::RdmaReadRequest {
+            drop(st);
+            return read_request(qp, port, path, pkt, false);
         }
         let access = st.attr.qp_access_flags;
         let min_rnr = st.attr.min_rnr_timer as u8;
