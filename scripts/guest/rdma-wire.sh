@@ -49,24 +49,27 @@ for s in 1 4096 65536; do
 	check "RoCEv2: ibv_rc_pingpong -s $s -c, SEND/RECV both ways, verified" wire_pingpong "$s" 20
 	total=$((total + 2 * 20 * s))
 done
-# perftest's RDMA WRITE bandwidth test over the wire (not verified:
-# wire_test's WRITE is).
-wire_write_bw() {
-	ib_write_bw -d plx_rdma0 -x "$GIDX" -s 65536 -n 50 >/tmp/wbw-server.log 2>&1 &
+# perftest's RDMA WRITE and READ bandwidth tests over the wire (not
+# verified: wire_test's WRITE and READ are).
+wire_bw() {
+	tool=$1
+	"$tool" -d plx_rdma0 -x "$GIDX" -s 65536 -n 50 >/tmp/wbw-server.log 2>&1 &
 	srv=$!
 	sleep 2
-	timeout 120 ib_write_bw -d plx_rdma0 -x "$GIDX" -s 65536 -n 50 "$IP" >/tmp/wbw-client.log 2>&1
+	timeout 120 "$tool" -d plx_rdma0 -x "$GIDX" -s 65536 -n 50 "$IP" >/tmp/wbw-client.log 2>&1
 	crc=$?
 	wait "$srv"
 	src=$?
-	sed 's/^/# ib_write_bw client: /' /tmp/wbw-client.log
-	[ "$crc" -eq 0 ] && [ "$src" -eq 0 ] || sed 's/^/# ib_write_bw server: /' /tmp/wbw-server.log
+	sed "s/^/# $tool client: /" /tmp/wbw-client.log
+	[ "$crc" -eq 0 ] && [ "$src" -eq 0 ] || sed "s/^/# $tool server: /" /tmp/wbw-server.log
 	test "$crc" -eq 0 && test "$src" -eq 0
 }
-rx0=$(placed)
-check "RoCEv2: ib_write_bw -s 65536 -n 50 completes" wire_write_bw
-check "the WRITEs' payload was placed ($rx0 -> $(placed) bytes, 3276800 more at least)" \
-	test "$(placed)" -ge $((rx0 + 50 * 65536))
+for tool in ib_write_bw ib_read_bw; do
+	rx0=$(placed)
+	check "RoCEv2: $tool -s 65536 -n 50 completes" wire_bw "$tool"
+	check "the $tool payload was placed ($rx0 -> $(placed) bytes, 3276800 more at least)" \
+		test "$(placed)" -ge $((rx0 + 50 * 65536))
+done
 sed 's/^/# stats: /' "$STATS"
 check "the pingpongs crossed the wire: $(stat tx_packets) datagrams sent, $(stat rx_packets) taken" \
 	test "$(stat tx_packets)" -gt $((tx0 + 2 * 20 * (1 + 1 + 4 + 64))) -a "$(stat rx_packets)" -gt 0

@@ -214,7 +214,8 @@ static int connect_qp_with(FIXTURE_DATA(wire) *self, struct ibv_qp *qp, uint32_t
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT, .port_num = 1,
-		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ,
 	};
 
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
@@ -299,7 +300,8 @@ FIXTURE_SETUP(wire)
 	ASSERT_NE(NULL, self->buf);
 	memset(self->buf, CANARY, BUF);
 	self->mr = ibv_reg_mr(self->pd, self->buf, BUF,
-			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			      IBV_ACCESS_REMOTE_READ);
 	ASSERT_NE(NULL, self->mr);
 	ASSERT_EQ(0, connect_qp(self, self->a, self->b->qp_num));
 	ASSERT_EQ(0, connect_qp(self, self->b, self->a->qp_num));
@@ -648,6 +650,80 @@ TEST_F(wire, silent_peer_retry_exceeded)
 	EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status);
 	EXPECT_LE(timeouts + 3, stat_of("ack_timeouts"));
 	ibv_destroy_qp(c);
+}
+
+/*
+ * An RDMA READ across the wire: one request, three responses (the path
+ * MTU is 1024), placed in order into a's buffer and verified.
+ */
+TEST_F(wire, read_crosses_the_wire)
+{
+	enum { LEN = 3000, AT = 50 };
+	uint8_t *dst = aligned_alloc(4096, BUF);
+	struct ibv_mr *mr;
+	struct ibv_sge sge;
+	struct ibv_send_wr *bad, wr = {
+		.wr_id = 4, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+		.send_flags = IBV_SEND_SIGNALED,
+	};
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, dst);
+	memset(dst, CANARY, BUF);
+	for (int i = 0; i < BUF; i++)
+		self->buf[i] = (uint8_t)(i * 13 + 1);
+	mr = ibv_reg_mr(self->pd, dst, BUF, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, mr);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)dst + AT, .length = LEN, .lkey = mr->lkey };
+	wr.sg_list = &sge;
+	wr.wr.rdma.remote_addr = (uintptr_t)self->buf + 7;
+	wr.wr.rdma.rkey = self->mr->rkey;
+	ASSERT_EQ(0, ibv_post_send(self->a, &wr, &bad));
+	ASSERT_EQ(1, wait_wc(self->cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(IBV_WC_RDMA_READ, wc.opcode);
+	EXPECT_EQ(4, wc.wr_id);
+	EXPECT_EQ(0, memcmp(dst + AT, self->buf + 7, LEN));
+	EXPECT_EQ(CANARY, dst[AT - 1]);
+	EXPECT_EQ(CANARY, dst[AT + LEN]);
+	ibv_dereg_mr(mr);
+	free(dst);
+}
+
+/* A READ of a region by an R_Key nobody holds: NAKed, nothing read. */
+TEST_F(wire, read_with_unknown_rkey_fails)
+{
+	uint8_t *dst = aligned_alloc(4096, BUF);
+	struct ibv_mr *mr;
+	struct ibv_sge sge;
+	struct ibv_send_wr *bad, wr = {
+		.wr_id = 5, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+		.send_flags = IBV_SEND_SIGNALED,
+	};
+	struct ibv_wc wc;
+	int got = 0, failed = 0;
+
+	ASSERT_NE(NULL, dst);
+	memset(dst, CANARY, BUF);
+	mr = ibv_reg_mr(self->pd, dst, BUF, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, mr);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)dst, .length = 100, .lkey = mr->lkey };
+	wr.sg_list = &sge;
+	wr.wr.rdma.remote_addr = (uintptr_t)self->buf;
+	wr.wr.rdma.rkey = self->mr->rkey ^ 0x3300;
+	ASSERT_EQ(0, ibv_post_send(self->a, &wr, &bad));
+	/* a's failed READ; b's receive flushed as b went to ERR. */
+	while (got < 2 && wait_wc(self->cq, &wc)) {
+		got++;
+		if (wc.wr_id == 5) {
+			failed++;
+			EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, wc.status);
+		}
+	}
+	EXPECT_EQ(1, failed);
+	EXPECT_TRUE(untouched(dst));
+	ibv_dereg_mr(mr);
+	free(dst);
 }
 
 TEST_HARNESS_MAIN
