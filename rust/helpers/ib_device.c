@@ -47,6 +47,7 @@ struct rust_ib_ops {
 	int (*destroy_qp)(void *dev, void *qp);
 	int (*post_send)(void *qp, const struct rust_ib_send_wr *wr);
 	int (*post_recv)(void *qp, const struct rust_ib_recv_wr *wr);
+	void (*hw_stats)(void *dev, u64 *values, u32 n);
 };
 
 static_assert(sizeof(struct rust_ib_sge) == sizeof(struct ib_sge));
@@ -65,7 +66,7 @@ static_assert(sizeof(struct rust_ib_wc) == 48);
 static_assert(offsetof(struct rust_ib_wc, qp_handle) == 40);
 static_assert(sizeof(struct rust_ib_qp_init) == 48);
 static_assert(offsetof(struct rust_ib_qp_init, handle) == 40);
-static_assert(sizeof(struct rust_ib_qp_attr) == 128);
+static_assert(sizeof(struct rust_ib_qp_attr) == 144);
 static_assert(sizeof(struct rust_ib_caps) == 56);
 
 /* GIDs per port: the netdev's addresses, each as a RoCEv2 GID. */
@@ -89,6 +90,9 @@ struct rust_ib_dev {
 	 */
 	struct net_device *ndev;
 	struct notifier_block nb;
+	/* The port's counters for `rdma statistic` (names owned by the driver). */
+	struct rdma_stat_desc *stat_descs;
+	u32 num_stats;
 };
 
 struct rust_ib_ucontext {
@@ -515,6 +519,9 @@ static int rib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		a.traffic_class = grh->traffic_class;
 		a.dest_local = rib_gid_is_local(ibqp->device, &grh->dgid,
 						grh->sgid_attr);
+		/* ib_core resolved the source GID (rdma_fill_sgid_attr()). */
+		if (grh->sgid_attr)
+			memcpy(a.sgid, grh->sgid_attr->gid.raw, sizeof(a.sgid));
 	}
 	return ops_of(ibqp->device)->modify_qp(qp->priv, &a, mask);
 }
@@ -726,6 +733,32 @@ static int rib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 	return ret;
 }
 
+static struct rdma_hw_stats *rib_alloc_hw_port_stats(struct ib_device *ibdev,
+						     u32 port)
+{
+	struct rust_ib_dev *rdev = to_rdev(ibdev);
+
+	return rdma_alloc_hw_stats_struct(rdev->stat_descs, rdev->num_stats,
+					  RDMA_HW_STATS_DEFAULT_LIFESPAN);
+}
+
+static int rib_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats,
+			    u32 port, int index)
+{
+	struct rust_ib_dev *rdev = to_rdev(ibdev);
+
+	if (!port || !stats || stats->num_counters != rdev->num_stats)
+		return -EINVAL;
+	rdev->ops->hw_stats(rdev->ctx, stats->value, rdev->num_stats);
+	return rdev->num_stats;
+}
+
+/* Added by rust_ib_device_set_stats(): only a device with counters has them. */
+static const struct ib_device_ops rust_ib_stats_ops = {
+	.alloc_hw_port_stats = rib_alloc_hw_port_stats,
+	.get_hw_stats = rib_get_hw_stats,
+};
+
 static const struct ib_device_ops rust_ib_dev_ops = {
 	.owner = THIS_MODULE,
 	.driver_id = RDMA_DRIVER_UNKNOWN,
@@ -797,6 +830,28 @@ struct ib_device *rust_ib_device_alloc(const struct rust_ib_ops *ops,
 }
 
 /*
+ * Gives the unregistered @ibdev @n port counters named @names (strings that
+ * outlive the device), read with ops->hw_stats; -ENOMEM.
+ */
+int rust_ib_device_set_stats(struct ib_device *ibdev, const char *const *names,
+			     u32 n)
+{
+	struct rust_ib_dev *rdev = to_rdev(ibdev);
+	u32 i;
+
+	if (!n || rdev->stat_descs)
+		return -EINVAL;
+	rdev->stat_descs = kcalloc(n, sizeof(*rdev->stat_descs), GFP_KERNEL);
+	if (!rdev->stat_descs)
+		return -ENOMEM;
+	for (i = 0; i < n; i++)
+		rdev->stat_descs[i].name = names[i];
+	rdev->num_stats = n;
+	ib_set_device_ops(ibdev, &rust_ib_stats_ops);
+	return 0;
+}
+
+/*
  * ib_core holds the port's netdev and must let it go when it unregisters
  * (ib_device_set_netdev()); the port then has no GIDs and is down.
  */
@@ -858,7 +913,10 @@ void rust_ib_device_unregister(struct ib_device *ibdev)
 
 void rust_ib_device_dealloc(struct ib_device *ibdev)
 {
+	struct rdma_stat_desc *descs = to_rdev(ibdev)->stat_descs;
+
 	ib_dealloc_device(ibdev);
+	kfree(descs);
 }
 
 const char *rust_ib_device_name(struct ib_device *ibdev)

@@ -123,6 +123,8 @@ struct rust_ib_qp_attr {
 	u32 max_recv_sge;
 	u32 max_inline_data;
 	u32 sq_sig_all;		/* query only */
+	/* The source GID the AV's sgid_index names (modify, IB_QP_AV). */
+	u8 sgid[16];
 };
 
 /* Limits the device reports in query_device and enforces. */
@@ -150,6 +152,8 @@ int rust_ib_device_register(struct ib_device *ibdev, const char *name,
 			    int ifindex);
 void rust_ib_device_unregister(struct ib_device *ibdev);
 void rust_ib_device_dealloc(struct ib_device *ibdev);
+int rust_ib_device_set_stats(struct ib_device *ibdev, const char *const *names,
+			     u32 n);
 const char *rust_ib_device_name(struct ib_device *ibdev);
 void rust_ib_cq_event(struct ib_cq *ibcq);
 void rust_ib_cq_error(struct ib_cq *ibcq);

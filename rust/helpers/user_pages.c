@@ -266,6 +266,26 @@ void rust_user_dma_cpu_copy(struct rust_user_dma *dst, size_t dst_off,
 }
 
 /*
+ * Copies @len bytes at offset @src_off of @src's range to @buf, with the CPU,
+ * through the pinned pages.  The caller checked the range.
+ */
+void rust_user_dma_read(const struct rust_user_dma *src, size_t src_off,
+			void *buf, size_t len)
+{
+	while (len) {
+		size_t s = src->offset + src_off;
+		size_t n = min(len, PAGE_SIZE - offset_in_page(s));
+		const void *from = kmap_local_page(src->pages[s >> PAGE_SHIFT]);
+
+		memcpy(buf, from + offset_in_page(s), n);
+		kunmap_local(from);
+		buf += n;
+		src_off += n;
+		len -= n;
+	}
+}
+
+/*
  * CPU copy of @len bytes from @buf to offset @dst_off of @dst's range,
  * through the pinned pages.  The caller checked the range and that @dst is
  * writable.

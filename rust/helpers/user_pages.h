@@ -21,6 +21,8 @@ unsigned int rust_user_dma_segments(const struct rust_user_dma *ud,
 				    dma_addr_t *addr, u32 *len,
 				    unsigned int max);
 void rust_user_dma_unmap(struct rust_user_dma *ud);
+void rust_user_dma_read(const struct rust_user_dma *src, size_t src_off,
+			void *buf, size_t len);
 void rust_user_dma_write(struct rust_user_dma *dst, size_t dst_off,
 			 const void *buf, size_t len);
 void rust_user_dma_cpu_copy(struct rust_user_dma *dst, size_t dst_off,

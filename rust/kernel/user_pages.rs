@@ -46,6 +46,12 @@ mod ffi {
             max: c_uint,
         ) -> c_uint;
         pub(super) fn rust_user_dma_unmap(ud: *mut c_void);
+        pub(super) fn rust_user_dma_read(
+            src: *const c_void,
+            src_off: usize,
+            buf: *mut c_void,
+            len: usize,
+        );
         pub(super) fn rust_user_dma_write(
             dst: *mut c_void,
             dst_off: usize,
@@ -341,6 +347,23 @@ impl UserDma {
         // for its length.
         unsafe {
             ffi::rust_user_dma_write(self.raw.as_ptr(), off, bytes.as_ptr().cast(), bytes.len())
+        };
+        Ok(())
+    }
+
+    /// Copies bytes at offset `off` of the range to `buf`, with the CPU,
+    /// filling it.
+    ///
+    /// `EFAULT` if the range does not hold them; nothing is copied then.
+    pub fn read_at(&self, off: usize, buf: &mut [u8]) -> Result {
+        let fits = off.checked_add(buf.len()).is_some_and(|e| e <= self.len);
+        if !fits {
+            return Err(EFAULT);
+        }
+        // SAFETY: The object is live (borrowed) and owns its pinned pages;
+        // the range was checked above; `buf` is writable for its length.
+        unsafe {
+            ffi::rust_user_dma_read(self.raw.as_ptr(), off, buf.as_mut_ptr().cast(), buf.len())
         };
         Ok(())
     }

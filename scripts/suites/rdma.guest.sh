@@ -173,6 +173,9 @@ check "rdma link delete rxe0" rdma link delete rxe0
 check "rmmod rdma_rxe" rmmod rdma_rxe
 
 check "rmmod plx_rdma" rmmod plx_rdma
+# RoCEv2 on the wire: SEND/RECV and RDMA WRITE as UDP datagrams, hostile
+# datagrams from a raw socket, and (kernel permitting) rxe on a veth pair.
+. /guest/rdma-wire.sh
 # One channel serves every QP: a copy that finds its ring full (two
 # descriptors here, four QPs writing at once) waits for room within its
 # time instead of failing the request.

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-# Suite: the RDMA device plx_rdma through ib_core and libibverbs in the guest, its data moved by rust_plx_dma behind intel-iommu (and by the CPU without a channel): ibv_devinfo, ibv_rc_pingpong with data checks, perftest, the verbs kselftest
+# Suite: the RDMA device plx_rdma through ib_core and libibverbs in the guest, its data moved by rust_plx_dma behind intel-iommu (and by the CPU without a channel): ibv_devinfo, ibv_rc_pingpong with data checks, perftest, the verbs kselftest; RoCEv2 on the wire (pingpong and ib_write_bw as UDP datagrams, hostile datagrams)
 . "$(dirname "$0")/../lib.sh"
 . "$REPO/scripts/guest/lib.sh"
 
@@ -31,6 +31,8 @@ fi
 extras+=(-a "$vout/verbs_test:/usr/local/bin/verbs_test")
 extras+=(-a "$vout/verbs_fuzz:/usr/local/bin/verbs_fuzz")
 extras+=(-a "$vout/plx_rdma_write:/usr/local/bin/plx_rdma_write")
+extras+=(-a "$vout/wire_test:/usr/local/bin/wire_test")
+extras+=(-a "$REPO/scripts/guest/rdma-wire.sh:/guest/rdma-wire.sh")
 extras+=(-a "$REPO/scripts/guest/verbs_diff.sh:/guest/verbs_diff.sh")
 extras+=(-a "$REPO/tools/testing/selftests/drivers/infiniband/plx_rdma/rxe_divergences:/guest/rxe_divergences")
 # make soak: ten times the hostile verbs, or SOAK_FUZZ_OPS.

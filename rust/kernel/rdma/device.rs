@@ -101,6 +101,14 @@ pub trait Driver: Send + Sync + Sized + 'static {
 
     /// Queues one receive work request.
     fn post_recv(qp: ArcBorrow<'_, Self::Qp>, wr: &RecvWr<'_>) -> Result;
+
+    /// The names of the port's counters that `rdma statistic` shows (none:
+    /// no counters).
+    const HW_STATS: &'static [&'static CStr] = &[];
+
+    /// Reads the counters [`Self::HW_STATS`] names into `out`, in that
+    /// order. Must not sleep.
+    fn hw_stats(&self, _out: &mut [u64]) {}
 }
 
 /// Whether ib_core would allow `cur` → `next` for a QP of `qp_type` with
@@ -148,6 +156,7 @@ impl<T: Driver> Registration<T> {
         destroy_qp: destroy_qp::<T>,
         post_send: post_send::<T>,
         post_recv: post_recv::<T>,
+        hw_stats: hw_stats::<T>,
     };
 
     /// Registers `driver` as an RDMA device named after `pattern` (e.g.
@@ -160,6 +169,11 @@ impl<T: Driver> Registration<T> {
         // `caps` is copied.
         let raw = unsafe { ffi::rust_ib_device_alloc(&Self::OPS, ctx, caps) };
         let raw = NonNull::new(raw).ok_or(ENOMEM)?;
+        if let Err(e) = Self::set_stats(raw) {
+            // SAFETY: Not registered; the device is ours to free.
+            unsafe { ffi::rust_ib_device_dealloc(raw.as_ptr()) };
+            return Err(e);
+        }
         // SAFETY: `raw` is a new, unregistered device; `pattern` is a valid
         // C string for the call.
         let ret =
@@ -171,6 +185,25 @@ impl<T: Driver> Registration<T> {
         }
         // INVARIANT: Registered, with `driver` as its context.
         Ok(Self { raw, driver })
+    }
+
+    /// Gives the unregistered device `raw` the driver's counters.
+    fn set_stats(raw: NonNull<c_void>) -> Result {
+        if T::HW_STATS.is_empty() {
+            return Ok(());
+        }
+        let mut names = KVec::with_capacity(T::HW_STATS.len(), GFP_KERNEL)?;
+        for n in T::HW_STATS {
+            names.push(n.as_char_ptr(), GFP_KERNEL)?;
+        }
+        let n = u32::try_from(names.len()).map_err(|_| EINVAL)?;
+        // SAFETY: `raw` is unregistered; `names` holds `n` pointers for the
+        // call, to `'static` strings the device may keep.
+        let ret = unsafe { ffi::rust_ib_device_set_stats(raw.as_ptr(), names.as_ptr(), n) };
+        if ret != 0 {
+            return Err(Error::from_errno(ret));
+        }
+        Ok(())
     }
 
     /// The device's name (e.g. `plx_rdma0`).
@@ -540,6 +573,18 @@ unsafe extern "C" fn post_send<T: Driver>(qp: *mut c_void, wr: *const RawSendWr)
     };
     // SAFETY: A live QP.
     errno(T::post_send(unsafe { arc_priv::<T::Qp>(qp) }, &wr))
+}
+
+/// # Safety
+///
+/// Called by the C glue with the device context and `n` counters at
+/// `values`, valid for the call.
+unsafe extern "C" fn hw_stats<T: Driver>(dev: *const c_void, values: *mut u64, n: u32) {
+    // SAFETY: `values` holds `n` counters, the glue's, for the call.
+    let out = unsafe { core::slice::from_raw_parts_mut(values, n as usize) };
+    out.fill(0);
+    // SAFETY: A live device context (see above).
+    unsafe { driver::<T>(dev) }.hw_stats(out);
 }
 
 /// # Safety

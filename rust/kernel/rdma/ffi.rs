@@ -22,7 +22,7 @@ const _: () = {
     assert!(offset_of!(Wc, qp_handle) == 40);
     assert!(size_of::<QpInit>() == 48);
     assert!(offset_of!(QpInit, handle) == 40);
-    assert!(size_of::<QpAttr>() == 128);
+    assert!(size_of::<QpAttr>() == 144);
     assert!(size_of::<Caps>() == 56);
 };
 
@@ -62,6 +62,7 @@ pub(super) struct RawOps {
     pub(super) destroy_qp: unsafe extern "C" fn(*const c_void, *mut c_void) -> c_int,
     pub(super) post_send: unsafe extern "C" fn(*mut c_void, *const RawSendWr) -> c_int,
     pub(super) post_recv: unsafe extern "C" fn(*mut c_void, *const RawRecvWr) -> c_int,
+    pub(super) hw_stats: unsafe extern "C" fn(*const c_void, *mut u64, u32),
 }
 
 extern "C" {
@@ -77,6 +78,11 @@ extern "C" {
     ) -> c_int;
     pub(super) fn rust_ib_device_unregister(ibdev: *mut c_void);
     pub(super) fn rust_ib_device_dealloc(ibdev: *mut c_void);
+    pub(super) fn rust_ib_device_set_stats(
+        ibdev: *mut c_void,
+        names: *const *const c_char,
+        n: u32,
+    ) -> c_int;
     pub(super) fn rust_ib_device_name(ibdev: *mut c_void) -> *const c_char;
     pub(super) fn rust_ib_cq_event(ibcq: *mut c_void);
     pub(super) fn rust_ib_cq_error(ibcq: *mut c_void);

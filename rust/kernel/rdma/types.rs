@@ -257,6 +257,8 @@ pub struct QpAttr {
     pub max_inline_data: u32,
     /// Every send work request completes signalled (query only).
     pub sq_sig_all: u32,
+    /// The source GID `sgid_index` names (modify, with the AV).
+    pub sgid: [u8; 16],
 }
 
 /// Device limits reported by `query_device` (`struct rust_ib_caps`).

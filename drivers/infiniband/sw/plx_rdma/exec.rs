@@ -12,9 +12,9 @@
 //! the one rxe gives for it, and the QPs that verbs moves to ERR go there;
 //! nothing is written then.
 //!
-//! This is the seam of a wire transport: a RoCEv2 one would turn the
-//! checked request into BTH/RETH/AETH packets over UDP port 4791 here,
-//! instead of finding the peer QP in the device's table.
+//! A QP connected over the wire (a peer on another host, or any peer with
+//! `wire_local`) does not come here: its requests become RoCEv2 packets
+//! (`rc`, `net`).
 
 use crate::rdma::types::{
     access, qp_state, qp_type, send_flags, wc_opcode, wc_status, wr_opcode, Sge, Wc, WC_WITH_IMM,
@@ -32,10 +32,10 @@ use kernel::{
 };
 
 /// One contiguous piece of a region that a request reads or writes.
-struct Piece {
-    mr: MrUse,
-    offset: u64,
-    len: u64,
+pub(crate) struct Piece {
+    pub(crate) mr: MrUse,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
 }
 
 /// How a request ended.
@@ -59,6 +59,8 @@ pub(crate) fn run_send_queue(qp: &Arc<Qp>) {
         Stats::add(&qp.dev.stats.send_wrs, 1);
         let outcome = if qp.qp_type == qp_type::GSI {
             crate::ud::send(qp, &wqe)
+        } else if qp.on_wire() {
+            crate::rc::execute(qp, &wqe)
         } else {
             execute(qp, &wqe)
         };
@@ -104,7 +106,7 @@ fn send_wc(qp: &Qp, wqe: &SendWqe, status: u32, byte_len: u32) -> Wc {
 /// Resolves a gather or scatter list of `qp`'s against its PD; `want` are
 /// the access bits each region must grant. `Err(())` is a local
 /// protection error.
-fn resolve(qp: &Qp, sges: &[Sge], want: u32) -> core::result::Result<KVec<Piece>, ()> {
+pub(crate) fn resolve(qp: &Qp, sges: &[Sge], want: u32) -> core::result::Result<KVec<Piece>, ()> {
     let mut out = KVec::with_capacity(sges.len(), GFP_KERNEL).map_err(|_| ())?;
     for s in sges.iter().filter(|s| s.length != 0) {
         let mr = qp.dev.mrs.get(s.lkey).ok_or(())?;
@@ -210,7 +212,7 @@ fn peer_of(qp: &Qp) -> Option<Arc<Qp>> {
 
 /// The RNR NAK delay of `min_rnr_timer` code `code`, in microseconds
 /// (IBTA table 45: 0 is the longest, 655.36 ms).
-fn rnr_delay_us(code: u32) -> i64 {
+pub(crate) fn rnr_delay_us(code: u32) -> i64 {
     const US: [i64; 32] = [
         655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560,
         3_840, 5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880,

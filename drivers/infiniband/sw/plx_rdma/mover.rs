@@ -15,7 +15,8 @@ use crate::{
         TxResult,
     },
     stats::Stats,
-    user_pages::{Chunks, SegmentCursor, UserDma},
+    udp_tunnel::SkbDma,
+    user_pages::{Chunks, Segment, SegmentCursor, UserDma},
 };
 use kernel::{
     device::Device,
@@ -113,10 +114,93 @@ impl Mover {
             Stats::add(&stats.cpu_bytes, len);
             return Ok(());
         };
+        // SAFETY: Both regions are mapped for `chan`'s device (regions are
+        // mapped at registration when there is a channel) and held by the
+        // caller for this call; the ranges were checked by the caller.
+        unsafe {
+            Self::engine_copy(
+                chan,
+                stats,
+                dst.segments(),
+                dst_off,
+                src.segments(),
+                src_off,
+                len,
+            )
+        }
+    }
+
+    /// Copies received bytes, mapped for the channel's device, to offset
+    /// `dst_off` of `dst` with the engine, and waits for them.
+    /// `Err(Failed)` without a channel or for a mapping of another device.
+    /// If the channel cannot be stopped (`Stuck`), the mapping is kept for
+    /// good.
+    pub(crate) fn copy_from_skb(
+        &self,
+        stats: &Stats,
+        dst: &UserDma,
+        dst_off: u64,
+        src: SkbDma<'_>,
+    ) -> core::result::Result<(), CopyError> {
+        let Some(chan) = &self.chan else {
+            return Err(CopyError::Failed);
+        };
+        let len = src.len();
+        if !core::ptr::eq(src.device(), chan.device())
+            || dst_off
+                .checked_add(u64::from(len))
+                .is_none_or(|e| e > dst.len() as u64)
+        {
+            return Err(CopyError::Failed);
+        }
+        let segs = [Segment {
+            addr: src.addr(),
+            len,
+        }];
+        // SAFETY: `dst` is a region mapped for `chan`'s device (at
+        // registration), held by the caller, the range checked above;
+        // `src` is mapped for the same device while it lives, and is kept
+        // for good below when the copy may still run.
+        let copied = unsafe {
+            Self::engine_copy(
+                chan,
+                stats,
+                dst.segments(),
+                dst_off,
+                &segs,
+                0,
+                u64::from(len),
+            )
+        };
+        if copied == Err(CopyError::Stuck) {
+            core::mem::forget(src);
+        }
+        copied
+    }
+
+    /// The engine's copy of `len` bytes between two segment lists.
+    ///
+    /// # Safety
+    ///
+    /// Both lists are bus addresses of `chan`'s device, mapped (`dst`
+    /// writable) until this returns, and for good if it returns
+    /// `CopyError::Stuck`; the ranges lie in them.
+    unsafe fn engine_copy(
+        chan: &MemcpyChannel,
+        stats: &Stats,
+        dst_segs: &[Segment],
+        dst_off: u64,
+        src_segs: &[Segment],
+        src_off: u64,
+        len: u64,
+    ) -> core::result::Result<(), CopyError> {
+        if len == 0 {
+            return Ok(());
+        }
         let chunks = || {
             Chunks::new(
-                SegmentCursor::new(dst.segments(), dst_off),
-                SegmentCursor::new(src.segments(), src_off),
+                SegmentCursor::new(dst_segs, dst_off),
+                SegmentCursor::new(src_segs, src_off),
                 len,
                 chan.max_segment(),
             )
@@ -140,12 +224,12 @@ impl Mover {
         'submit: for (i, c) in chunks().enumerate() {
             let last = i + 1 == count as usize;
             loop {
-                // SAFETY: The chunk lies in `dst` and `src`, regions mapped
-                // for `chan`'s device that the caller holds for this call;
+                // SAFETY: The chunk lies in `dst_segs` and `src_segs`,
+                // mapped for `chan`'s device as this function requires;
                 // it returns only once every chunk ended or the channel
                 // stopped, and when it cannot be stopped
-                // (`CopyError::Stuck`) the caller leaks the regions, never
-                // unmapped.
+                // (`CopyError::Stuck`) the caller keeps them mapped for
+                // good.
                 let submitted =
                     unsafe { chan.submit(c.dst, c.src, c.len as usize, last, &batch, 0) };
                 match submitted {

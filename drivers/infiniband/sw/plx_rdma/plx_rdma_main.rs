@@ -5,9 +5,11 @@
 //! A soft RDMA device in the manner of rxe: it registers an `ib_device`
 //! with ib_core, so uverbs, libibverbs and the standard tools work on it,
 //! and implements protection domains, memory regions with keys,
-//! completion queues and reliable-connected queue pairs. What rxe turns
-//! into packets, this device executes on a loopback fabric (`exec`), and
-//! the bytes are moved by a dmaengine memcpy channel (`rust_plx_dma`'s):
+//! completion queues and reliable-connected queue pairs. An RC QP whose
+//! peer is on another host talks RoCEv2 over UDP port 4791 as rxe does
+//! (`net`, `rc`); between QPs of this port, requests are executed on a
+//! loopback fabric (`exec`), and the bytes are moved by a dmaengine memcpy
+//! channel (`rust_plx_dma`'s):
 //! memory regions are pinned and mapped for the engine once, at
 //! registration, and a work request is only descriptors. Without a
 //! channel the CPU copies, and the debugfs counters say so.
@@ -31,6 +33,10 @@ mod random;
 mod rdma;
 #[expect(unreachable_pub)]
 #[allow(dead_code)]
+#[path = "../../../../rust/kernel/udp_tunnel.rs"]
+mod udp_tunnel;
+#[expect(unreachable_pub)]
+#[allow(dead_code)]
 #[path = "../../../../rust/kernel/user_pages.rs"]
 mod user_pages;
 
@@ -38,8 +44,10 @@ mod cq;
 mod exec;
 mod mover;
 mod mr;
+mod net;
 mod pd;
 mod qp;
+mod rc;
 mod stats;
 mod ud;
 mod wire;
@@ -59,6 +67,7 @@ use kernel::{
 use module_queue::WithQueues;
 use mover::Mover;
 use mr::{Mr, MrTable};
+use net::{Port, WireStats};
 use pd::Pd;
 use qp::Qp;
 use rdma::{
@@ -82,6 +91,10 @@ module! {
         ifindex: i32 {
             default: 1,
             description: "Interface index of the netdev whose addresses are the port's RoCE GIDs (1: lo)",
+        },
+        wire_local: bool {
+            default: false,
+            description: "RC QPs reach peers on this port's own GIDs over RoCEv2 (UDP 4791) too, not only remote ones",
         },
     },
 }
@@ -113,14 +126,28 @@ pub(crate) struct Device {
     gsi: Mutex<Option<Arc<Qp>>>,
     pub(crate) mover: Mover,
     pub(crate) stats: Stats,
+    pub(crate) wire_stats: WireStats,
+    /// The device's UDP port while QPs use the wire, and how many.
+    #[pin]
+    wire: Mutex<WireSlot>,
+    /// The port's netdev (initial namespace).
+    ifindex: i32,
+    /// Peers on the port's own GIDs are reached over the wire too.
+    pub(crate) wire_local: bool,
     pds: Atomic<u32>,
     cqs: Atomic<u32>,
     /// Where the search for a free QP number starts (under `qps`).
     next_qp: Atomic<u32>,
 }
 
+/// The device's UDP port and the QPs holding it.
+struct WireSlot {
+    port: Option<Arc<Port>>,
+    users: usize,
+}
+
 impl Device {
-    fn new(mover: Mover) -> Result<Arc<Self>> {
+    fn new(mover: Mover, ifindex: i32, wire_local: bool) -> Result<Arc<Self>> {
         let mut qps = KVec::with_capacity(MAX_QP as usize, GFP_KERNEL)?;
         for _ in 0..MAX_QP {
             qps.push(None, GFP_KERNEL)?;
@@ -132,12 +159,51 @@ impl Device {
                 gsi <- new_mutex!(None, "plx_rdma_gsi"),
                 mover,
                 stats: Stats::new(),
+                wire_stats: WireStats::new(),
+                wire <- new_mutex!(WireSlot { port: None, users: 0 }, "plx_rdma_wire"),
+                ifindex,
+                wire_local,
                 pds: Atomic::new(0),
                 cqs: Atomic::new(0),
                 next_qp: Atomic::new(0),
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// The device's UDP port, opened for the first QP that uses the wire;
+    /// each call is paired with a [`Self::wire_put`].
+    pub(crate) fn wire_get(self: &Arc<Self>) -> Result<Arc<Port>> {
+        let mut slot = self.wire.lock();
+        let port = match &slot.port {
+            Some(p) => p.clone(),
+            None => {
+                let p = Port::new(self.clone(), self.ifindex)?;
+                slot.port = Some(p.clone());
+                p
+            }
+        };
+        slot.users += 1;
+        Ok(port)
+    }
+
+    /// A QP lets the port go (its own reference dropped first); the last
+    /// one closes it.
+    pub(crate) fn wire_put(&self) {
+        let port = {
+            let mut slot = self.wire.lock();
+            slot.users = slot.users.saturating_sub(1);
+            if slot.users > 0 {
+                return;
+            }
+            slot.port.take()
+        };
+        if let Some(p) = port {
+            // The receive work item is idle before the socket goes, and
+            // holds the device no more.
+            p.shut_down();
+            drop(p);
+        }
     }
 
     /// The live QP numbered `qpn`.
@@ -291,6 +357,9 @@ impl Driver for PlxRdma {
             }
         }
         qp.shut_down();
+        if qp.release_port() {
+            self.0.wire_put();
+        }
         if qp.kernel {
             qp.purge_completions();
         }
@@ -304,11 +373,19 @@ impl Driver for PlxRdma {
     fn post_recv(qp: ArcBorrow<'_, Qp>, wr: &RecvWr<'_>) -> Result {
         Arc::from(qp).post_recv(wr)
     }
+
+    // The wire's counters, for `rdma statistic show link plx_rdma0/1`.
+    const HW_STATS: &'static [&'static CStr] = WireStats::NAMES;
+
+    fn hw_stats(&self, out: &mut [u64]) {
+        self.0.wire_stats.values(out);
+    }
 }
 
 fn show_stats(dev: &Arc<Device>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     writeln!(f, "data_path: {}", dev.mover.name().to_str().unwrap_or("?"))?;
-    dev.stats.show(f)
+    dev.stats.show(f)?;
+    dev.wire_stats.show(f)
 }
 
 #[pin_data]
@@ -336,7 +413,11 @@ fn register() -> Result<Registration<PlxRdma>> {
     } else {
         None
     };
-    let dev = Device::new(Mover::new(chan))?;
+    let dev = Device::new(
+        Mover::new(chan),
+        module_parameters::ifindex.value(),
+        module_parameters::wire_local.value(),
+    )?;
     let caps = Caps {
         max_mr_size: 1 << 32,
         node_guid: 0x0250_5802_0000_0001,

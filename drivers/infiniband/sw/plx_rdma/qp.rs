@@ -27,7 +27,15 @@ use crate::rdma::{
         KernelGather, KernelScatter, QpAttr, QpHandle, QpInit, RecvWr, SendWr, Sge, UdDest, Wc,
     },
 };
-use crate::{cq::Cq, pd::Pd, stats::Stats, wq::WorkQueue, Device};
+use crate::{
+    cq::Cq,
+    net::{gid_ipv4, src_port, Path, Port},
+    pd::Pd,
+    rc::RcState,
+    stats::Stats,
+    wq::WorkQueue,
+    Device,
+};
 use kernel::{
     alloc::flags::GFP_KERNEL_ACCOUNT,
     impl_has_work, new_condvar, new_spinlock, new_work,
@@ -123,6 +131,17 @@ pub(crate) struct QpState {
     worker: bool,
     /// Being destroyed: the work item stops, nothing completes any more.
     dead: bool,
+    /// The transport's state on the wire.
+    pub(crate) rc: RcState,
+    /// The device's UDP port, once the QP is connected over the wire.
+    port: Option<Arc<Port>>,
+}
+
+impl QpState {
+    /// Being destroyed.
+    pub(crate) fn dead(&self) -> bool {
+        self.dead
+    }
 }
 
 /// A queue pair: reliable connected (user), or GSI (kernel).
@@ -146,6 +165,10 @@ pub(crate) struct Qp {
     /// [`Self::shut_down`] waits for.
     #[pin]
     worker_idle: CondVar,
+    /// Woken, under `state`, when an answer to the outstanding request
+    /// came from the wire, or the QP left RTS or is being destroyed.
+    #[pin]
+    pub(crate) answered: CondVar,
     #[pin]
     work: Work<Qp>,
 }
@@ -229,8 +252,11 @@ impl Qp {
                     rq,
                     worker: false,
                     dead: false,
+                    rc: RcState::new(),
+                    port: None,
                 }, "plx_rdma_qp"),
                 worker_idle <- new_condvar!("plx_rdma_qp::worker_idle"),
+                answered <- new_condvar!("plx_rdma_qp::answered"),
                 work <- new_work!("plx_rdma_qp::work"),
             }),
             GFP_KERNEL,
@@ -245,6 +271,29 @@ impl Qp {
     /// Applies `attr` as `mask` selects, refusing what ib_core's state
     /// machine or the device's limits forbid (`EINVAL`), as rxe does.
     pub(crate) fn modify(self: &Arc<Self>, attr: &QpAttr, mask: u32) -> Result {
+        // An RC QP whose address vector names another host (or, with
+        // `wire_local`, any GID) talks over the wire: the device's UDP
+        // port is opened first, which may sleep and may fail (another
+        // RoCE stack owns it).
+        let wire = self.qp_type == qp_type::RC
+            && mask & qp_mask::AV != 0
+            && (attr.dest_local == 0 || self.dev.wire_local);
+        if wire && self.state.lock().port.is_none() {
+            let port = self.dev.wire_get()?;
+            let mut st = self.state.lock();
+            let spare = match st.port {
+                None if !st.dead => {
+                    st.port = Some(port);
+                    None
+                }
+                _ => Some(port),
+            };
+            drop(st);
+            if let Some(p) = spare {
+                drop(p);
+                self.dev.wire_put();
+            }
+        }
         let mut st = self.state.lock();
         let cur = if mask & qp_mask::CUR_STATE != 0 {
             attr.cur_qp_state
@@ -299,6 +348,7 @@ impl Qp {
         }
         if take(qp_mask::AV) {
             a.dgid = attr.dgid;
+            a.sgid = attr.sgid;
             a.sgid_index = attr.sgid_index;
             a.flow_label = attr.flow_label;
             a.hop_limit = attr.hop_limit;
@@ -323,6 +373,14 @@ impl Qp {
         if take(qp_mask::SQ_PSN) {
             a.sq_psn = attr.sq_psn & 0xff_ffff;
         }
+        let (rq_psn, sq_psn) = (a.rq_psn, a.sq_psn);
+        if take(qp_mask::RQ_PSN) {
+            st.rc.epsn = crate::wire::psn::Psn::new(rq_psn);
+        }
+        if take(qp_mask::SQ_PSN) {
+            st.rc.sq_psn = crate::wire::psn::Psn::new(sq_psn);
+        }
+        let a = &mut st.attr;
         if take(qp_mask::MAX_QP_RD_ATOMIC) {
             a.max_rd_atomic = attr.max_rd_atomic;
         }
@@ -347,8 +405,10 @@ impl Qp {
             qp_state::RESET => {
                 while st.sq.pop().is_some() {}
                 while st.rq.pop().is_some() {}
+                st.rc.reset();
             }
             qp_state::ERR => {
+                self.answered.notify_all();
                 drop(st);
                 self.flush_recv();
                 self.kick();
@@ -489,7 +549,11 @@ impl Qp {
                 if st.dead || st.state != qp_state::ERR {
                     return;
                 }
-                st.rq.pop()
+                // A SEND being received is the oldest receive.
+                match st.rc.recv.take() {
+                    Some(r) => Some(r.wqe),
+                    None => st.rq.pop(),
+                }
             };
             let Some(wqe) = wqe else {
                 return;
@@ -516,6 +580,7 @@ impl Qp {
             }
             st.state = qp_state::ERR;
             st.attr.qp_state = qp_state::ERR;
+            self.answered.notify_all();
         }
         self.flush_recv();
         self.kick();
@@ -658,6 +723,7 @@ impl Qp {
     pub(crate) fn shut_down(&self) {
         let mut st = self.state.lock();
         st.dead = true;
+        self.answered.notify_all();
         // Checked and put to sleep under the lock the work item clears
         // `worker` under: its wake-up cannot fall in between.
         while st.worker {
@@ -681,6 +747,41 @@ impl Qp {
     pub(crate) fn dest_qpn(&self) -> Option<u32> {
         let st = self.state.lock();
         (st.attr.dest_local != 0).then_some(st.attr.dest_qp_num)
+    }
+
+    /// Whether the QP is connected over the wire.
+    pub(crate) fn on_wire(&self) -> bool {
+        self.state.lock().port.is_some()
+    }
+
+    /// The device's port and where this QP's packets go, if it is
+    /// connected over the wire to an IPv4 address.
+    pub(crate) fn wire_path(&self) -> Option<(Arc<Port>, Path)> {
+        let st = self.state.lock();
+        let port = st.port.clone()?;
+        let a = &st.attr;
+        let mtu = (128usize << a.path_mtu.clamp(1, MAX_MTU)).min(port.mtu_cap());
+        let path = Path {
+            src: gid_ipv4(&a.sgid)?,
+            dst: gid_ipv4(&a.dgid)?,
+            dest_qp: a.dest_qp_num,
+            src_port: src_port(self.qpn),
+            tos: a.traffic_class as u8,
+            ttl: if a.hop_limit == 0 {
+                64
+            } else {
+                a.hop_limit as u8
+            },
+            local: a.dest_local != 0,
+            mtu,
+        };
+        Some((port, path))
+    }
+
+    /// Lets the device's port go (destroy, after [`Self::shut_down`]).
+    pub(crate) fn release_port(&self) -> bool {
+        let port = self.state.lock().port.take();
+        port.is_some()
     }
 
     /// Whether the work item should stop.

@@ -46,6 +46,17 @@ impl<T> WorkQueue<T> {
         Ok(())
     }
 
+    /// Appends `v`, or gives it back when the queue is full.
+    pub(crate) fn try_push(&mut self, v: T) -> core::result::Result<(), T> {
+        if self.len == self.slots.len() {
+            return Err(v);
+        }
+        let at = (self.head + self.len) % self.slots.len();
+        self.slots[at] = Some(v);
+        self.len += 1;
+        Ok(())
+    }
+
     /// Keeps only the entries `keep` accepts, in order.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
         let cap = self.slots.len();

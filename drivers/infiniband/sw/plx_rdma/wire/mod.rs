@@ -16,9 +16,9 @@
 //! never panics: every access is checked and a malformed packet is a
 //! [`WireError`].
 
-// The transport of issue 37 (connection state, reliability, the netdev
-// glue) is the user of this codec and is not written yet; until then most
-// of it is unused in the module, though the host tests cover all of it.
+// The transport (`net`, `rc`) uses what RC SEND and RDMA WRITE need; the
+// rest (READ responses, datagrams, IPv6, ...) is unused in the module
+// until the transport carries it, though the host tests cover all of it.
 #![allow(dead_code)]
 
 pub(crate) mod bth;

@@ -1,0 +1,478 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The device on the wire: RoCEv2 datagrams to and from UDP port 4791.
+//!
+//! While one of its RC QPs is connected over the wire, the device holds a
+//! [`Port`]: a UDP tunnel socket bound to port 4791 on every IPv4 address
+//! of the initial network namespace (where the port's netdev is), as
+//! `rdma_rxe` binds one per namespace. The first such QP opens it, the
+//! last one destroyed closes it, so that the device does not hold the
+//! port while nothing uses it (only one RoCE stack may own it per
+//! namespace).
+//!
+//! Sending builds the whole datagram with the codec (`wire`): IPv4 header
+//! (DF, the address vector's traffic class and hop limit), UDP header
+//! (checksum 0, a source port per QP), BTH, extended headers, payload,
+//! pad and ICRC, into an skb routed to the destination; `ip_local_out()`
+//! resolves the neighbour. Receiving takes each datagram in softirq
+//! context only as far as a bounded queue; a work item takes them apart in
+//! process context, where QPs and memory regions can be looked up. A
+//! datagram that is not a well-formed RoCEv2 packet for an RC QP
+//! connected to its sender is dropped without an answer and counted by
+//! reason ([`WireStats`]).
+
+use crate::{
+    rc,
+    udp_tunnel::{LinearSkb, Receiver, Skb, UdpTunnel},
+    wire::{
+        bth::Bth,
+        icrc::{crc32_le, Icrc, ICRC_LEN},
+        ip::{write_ipv4_udp, Datagram, IpHeader, Ipv4Header, UdpHeader, ROCE_PORT},
+        opcode::{OpInfo, Transport},
+        packet::{packet_len, pad_len, write_headers, ExtHeaders, Packet},
+        WireError,
+    },
+    wq::WorkQueue,
+    Device,
+};
+use core::fmt;
+use kernel::{
+    impl_has_work, new_condvar, new_spinlock_irq, new_work,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, ArcBorrow, CondVar, SpinLockIrq,
+    },
+    workqueue::{self, Work, WorkItem},
+};
+
+/// Datagrams waiting for the receive work item; more are dropped.
+const RX_QUEUE: usize = 4096;
+
+macro_rules! wire_stats {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// Wire counters since the device was registered.
+        pub(crate) struct WireStats {
+            $($(#[$doc])* pub(crate) $name: Atomic<u64>,)*
+        }
+
+        impl WireStats {
+            pub(crate) const fn new() -> Self {
+                Self { $($name: Atomic::new(0),)* }
+            }
+
+            /// The counters' names, in the order of [`Self::values`].
+            pub(crate) const NAMES: &'static [&'static CStr] =
+                &[$(kernel::c_str!(stringify!($name)),)*];
+
+            /// Reads the counters into `out`, in the order of
+            /// [`Self::NAMES`].
+            pub(crate) fn values(&self, out: &mut [u64]) {
+                for (o, v) in out.iter_mut().zip([$(self.$name.load(Relaxed),)*]) {
+                    *o = v;
+                }
+            }
+
+            /// Writes every counter, one `name: value` line each.
+            pub(crate) fn show(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                $(writeln!(f, "{}: {}", stringify!($name), self.$name.load(Relaxed))?;)*
+                Ok(())
+            }
+        }
+    };
+}
+
+wire_stats! {
+    /// Datagrams sent.
+    tx_packets,
+    /// Bytes sent, IP header on.
+    tx_bytes,
+    /// Datagrams that could not be sent (no route, no memory, the
+    /// netdev refused them); the transport's retries cover them.
+    tx_errors,
+    /// Datagrams received and taken (well formed, for a connected QP).
+    rx_packets,
+    /// Payload bytes the CPU placed into receive buffers and regions.
+    rx_payload_cpu_bytes,
+    /// Payload bytes the DMA engine placed, straight from the skb.
+    rx_payload_engine_bytes,
+    /// Dropped: the receive queue was full.
+    rx_drop_queue_full,
+    /// Dropped: not a well-formed IPv4/UDP datagram to port 4791.
+    rx_drop_bad_ip_udp,
+    /// Dropped: IPv6 (not carried in this version).
+    rx_drop_ipv6,
+    /// Dropped: the BTH or an extended header is malformed, or the
+    /// opcode unknown.
+    rx_drop_bad_header,
+    /// Dropped: the ICRC is wrong.
+    rx_drop_bad_icrc,
+    /// Dropped: not a reliable-connected opcode.
+    rx_drop_not_rc,
+    /// Dropped: no QP of that number.
+    rx_drop_no_qp,
+    /// Dropped: the QP is not an RC QP (RC traffic to QP1 included).
+    rx_drop_qp_type,
+    /// Dropped: the QP is not connected over the wire to the sender's
+    /// address.
+    rx_drop_wrong_source,
+    /// Dropped: the QP does not take packets in its state.
+    rx_drop_qp_state,
+    /// Dropped: an opcode this version does not implement (atomics,
+    /// ...), NAKed as an invalid request.
+    rx_drop_unsupported_op,
+    /// Requests whose PSN was already executed: answered, not executed.
+    rx_duplicates,
+    /// Requests ahead of the expected PSN: dropped (one NAK each gap).
+    rx_drop_psn_ahead,
+    /// Acknowledges matching no outstanding request.
+    rx_stale_acks,
+    /// ACKs sent.
+    acks_sent,
+    /// NAKs sent (sequence, invalid request, access, operation).
+    naks_sent,
+    /// RNR NAKs sent (no receive posted).
+    rnr_naks_sent,
+    /// ACKs received covering a whole outstanding message.
+    acks_received,
+    /// NAKs received.
+    naks_received,
+    /// RNR NAKs received.
+    rnr_naks_received,
+    /// Local ACK timeouts.
+    ack_timeouts,
+    /// Requests sent again (after a timeout, NAK or RNR NAK).
+    retransmits,
+}
+
+impl WireStats {
+    pub(crate) fn inc(counter: &Atomic<u64>) {
+        counter.fetch_add(1, Relaxed);
+    }
+}
+
+/// Where the packets of a connected QP go, read from its attributes.
+#[derive(Clone, Copy)]
+pub(crate) struct Path {
+    pub(crate) src: [u8; 4],
+    pub(crate) dst: [u8; 4],
+    pub(crate) dest_qp: u32,
+    pub(crate) src_port: u16,
+    pub(crate) tos: u8,
+    pub(crate) ttl: u8,
+    /// The destination is one of the port's own addresses.
+    pub(crate) local: bool,
+    /// Payload bytes per packet: the path MTU, at most what the netdev
+    /// carries.
+    pub(crate) mtu: usize,
+}
+
+/// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`), as RoCEv2
+/// GIDs of IPv4 addresses are.
+pub(crate) fn gid_ipv4(gid: &[u8; 16]) -> Option<[u8; 4]> {
+    let (prefix, addr) = gid.split_at(12);
+    if prefix[..10].iter().any(|&b| b != 0) || prefix[10..] != [0xff, 0xff] {
+        return None;
+    }
+    addr.try_into().ok()
+}
+
+/// The UDP source port of a QP's packets: fixed per QP, as rxe's, so that
+/// a flow stays on one path.
+pub(crate) fn src_port(qpn: u32) -> u16 {
+    0xc000 | (qpn & 0x3fff) as u16
+}
+
+/// The device's UDP port 4791, open while a QP is connected over the wire.
+pub(crate) struct Port {
+    tunnel: UdpTunnel<Rx>,
+    ifindex: i32,
+    /// The netdev's MTU when the port was opened.
+    pub(crate) netdev_mtu: u32,
+    ip_id: Atomic<u32>,
+}
+
+impl Port {
+    /// Opens UDP port 4791 for `dev`, whose port is on the netdev of index
+    /// `ifindex`; `EADDRINUSE` if another stack owns it.
+    pub(crate) fn new(dev: Arc<Device>, ifindex: i32) -> Result<Arc<Self>> {
+        let netdev_mtu = crate::udp_tunnel::netdev_mtu(ifindex).ok_or(ENODEV)?;
+        let rx = Arc::pin_init(
+            try_pin_init!(Rx {
+                dev,
+                q <- new_spinlock_irq!(RxQueue {
+                    ring: WorkQueue::new(RX_QUEUE)?,
+                    running: false,
+                    dead: false,
+                }, "plx_rdma_rx"),
+                idle <- new_condvar!("plx_rdma_rx::idle"),
+                work <- new_work!("plx_rdma_rx::work"),
+            }),
+            GFP_KERNEL,
+        )?;
+        let tunnel = UdpTunnel::new(ROCE_PORT, rx).inspect_err(|e| {
+            pr_warn!(
+                "cannot bind UDP port {} ({:?}): is another RoCE device (rxe) on this namespace?\n",
+                ROCE_PORT,
+                e
+            )
+        })?;
+        Ok(Arc::new(
+            Self {
+                tunnel,
+                ifindex,
+                netdev_mtu,
+                ip_id: Atomic::new(0),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// Stops receiving: queued datagrams are dropped, and the work item
+    /// is idle when this returns. Before the last reference goes.
+    pub(crate) fn shut_down(&self) {
+        self.tunnel.receiver().shut_down();
+    }
+
+    /// The largest IB MTU (bytes) a packet fits in on the netdev with the
+    /// most headers (IPv4, UDP, BTH, RETH, ImmDt, ICRC).
+    pub(crate) fn mtu_cap(&self) -> usize {
+        let room = (self.netdev_mtu as usize).saturating_sub(20 + 8 + 12 + 16 + 4 + ICRC_LEN);
+        [4096, 2048, 1024, 512]
+            .into_iter()
+            .find(|&m| m <= room)
+            .unwrap_or(256)
+    }
+
+    /// Sends one transport packet to `path`: `bth` and `ext`, then
+    /// `payload_len` bytes that `fill` writes, pad and ICRC.
+    pub(crate) fn send(
+        &self,
+        stats: &WireStats,
+        path: &Path,
+        bth: &Bth,
+        ext: &ExtHeaders,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result,
+    ) -> Result {
+        let sent = self.try_send(path, bth, ext, payload_len, fill);
+        match sent {
+            Ok(n) => {
+                WireStats::inc(&stats.tx_packets);
+                stats.tx_bytes.fetch_add(n as u64, Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                WireStats::inc(&stats.tx_errors);
+                Err(e)
+            }
+        }
+    }
+
+    fn try_send(
+        &self,
+        path: &Path,
+        bth: &Bth,
+        ext: &ExtHeaders,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result,
+    ) -> Result<usize> {
+        let info = OpInfo::lookup(bth.opcode).ok_or(EINVAL)?;
+        let transport_len = packet_len(&info, payload_len).ok_or(EMSGSIZE)?;
+        let hdrs = Ipv4Header::LEN + UdpHeader::LEN;
+        let total = hdrs.checked_add(transport_len).ok_or(EMSGSIZE)?;
+        // A peer on one of the port's own addresses is reached through
+        // the local route, whatever netdev that is on.
+        let oif = if path.local { 0 } else { self.ifindex };
+        let mut skb = self
+            .tunnel
+            .alloc_ipv4(oif, path.src, path.dst, total, Ipv4Header::LEN)?;
+        let data = skb.data();
+        let ip = Ipv4Header {
+            tos: path.tos,
+            id: self.ip_id.fetch_add(1, Relaxed) as u16,
+            ttl: path.ttl,
+            src: path.src,
+            dst: path.dst,
+            ..Ipv4Header::default()
+        };
+        let wire = |_: WireError| EINVAL;
+        write_ipv4_udp(data, &ip, path.src_port, transport_len).map_err(wire)?;
+        let (ip_udp, transport) = data.split_at_mut(hdrs);
+        let hdr = write_headers(transport, bth, ext, payload_len).map_err(wire)?;
+        let covered = hdr + payload_len + pad_len(payload_len);
+        let (covered_bytes, icrc) = transport.split_at_mut(covered);
+        let (_, body) = covered_bytes.split_at_mut(hdr);
+        let (payload, pad) = body.split_at_mut(payload_len);
+        fill(payload)?;
+        pad.fill(0);
+        let crc = Icrc::compute(crc32_le, ip_udp, covered_bytes).map_err(wire)?;
+        icrc.get_mut(..ICRC_LEN)
+            .ok_or(EINVAL)?
+            .copy_from_slice(&Icrc::to_wire(crc));
+        skb.send()?;
+        Ok(total)
+    }
+}
+
+struct RxQueue {
+    ring: WorkQueue<Skb>,
+    /// The work item is queued or running.
+    running: bool,
+    /// Shut down: nothing is queued any more.
+    dead: bool,
+}
+
+/// The receive side of a [`Port`].
+#[pin_data]
+pub(crate) struct Rx {
+    dev: Arc<Device>,
+    #[pin]
+    q: SpinLockIrq<RxQueue>,
+    /// Woken, under `q`, when the work item goes idle.
+    #[pin]
+    idle: CondVar,
+    #[pin]
+    work: Work<Rx>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Rx { self.work }
+}
+
+impl Receiver for Rx {
+    fn receive(this: ArcBorrow<'_, Self>, skb: Skb) {
+        let stats = &this.dev.wire_stats;
+        let refused = {
+            let mut q = this.q.lock();
+            if q.dead {
+                Some(skb)
+            } else {
+                match q.ring.try_push(skb) {
+                    Ok(()) => {
+                        if !q.running {
+                            q.running = true;
+                            drop(q);
+                            // Not queued yet (`running` was clear): it is.
+                            // High priority: packets are taken in softirq
+                            // by rxe, and a busy-polling verbs user must
+                            // not starve the ACKs its peer waits for.
+                            let _ = workqueue::system_highpri().enqueue(Arc::from(this));
+                        }
+                        None
+                    }
+                    Err(skb) => {
+                        WireStats::inc(&stats.rx_drop_queue_full);
+                        Some(skb)
+                    }
+                }
+            }
+        };
+        // Freed outside the lock.
+        drop(refused);
+    }
+}
+
+impl Rx {
+    /// Drops what is queued and waits until the work item is idle; from
+    /// then on datagrams are dropped as they come.
+    fn shut_down(&self) {
+        loop {
+            let skb = {
+                let mut q = self.q.lock();
+                q.dead = true;
+                q.ring.pop()
+            };
+            if skb.is_none() {
+                break;
+            }
+        }
+        let mut q = self.q.lock();
+        while q.running {
+            self.idle.wait(&mut q);
+        }
+    }
+
+    /// The next datagram to process; `None` (and idle) when none is left.
+    fn next(&self) -> Option<Skb> {
+        let mut q = self.q.lock();
+        if !q.dead {
+            if let Some(skb) = q.ring.pop() {
+                return Some(skb);
+            }
+        }
+        q.running = false;
+        self.idle.notify_all();
+        None
+    }
+
+    /// Takes one datagram apart and hands it to its QP.
+    fn process(&self, skb: Skb) {
+        let stats = &self.dev.wire_stats;
+        let Ok(skb) = skb.linearize() else {
+            WireStats::inc(&stats.rx_drop_bad_ip_udp);
+            return;
+        };
+        if self.take(&skb) {
+            WireStats::inc(&stats.rx_packets);
+            skb.consume();
+        }
+    }
+
+    /// Whether the QP the datagram is for took it.
+    fn take(&self, skb: &LinearSkb) -> bool {
+        let stats = &self.dev.wire_stats;
+        let bytes = skb.network_bytes();
+        let Ok(dg) = Datagram::parse(bytes) else {
+            WireStats::inc(&stats.rx_drop_bad_ip_udp);
+            return false;
+        };
+        let IpHeader::V4(ip) = dg.ip else {
+            WireStats::inc(&stats.rx_drop_ipv6);
+            return false;
+        };
+        let Ok(pkt) = Packet::parse(dg.payload) else {
+            WireStats::inc(&stats.rx_drop_bad_header);
+            return false;
+        };
+        if pkt.check_icrc(crc32_le, dg.ip_udp).is_err() {
+            WireStats::inc(&stats.rx_drop_bad_icrc);
+            return false;
+        }
+        if pkt.info.transport != Transport::Rc {
+            WireStats::inc(&stats.rx_drop_not_rc);
+            return false;
+        }
+        let Some(qp) = self.dev.find_qp(pkt.bth.dest_qp) else {
+            WireStats::inc(&stats.rx_drop_no_qp);
+            return false;
+        };
+        if qp.qp_type != crate::rdma::types::qp_type::RC {
+            WireStats::inc(&stats.rx_drop_qp_type);
+            return false;
+        }
+        let Some((port, path)) = qp.wire_path() else {
+            WireStats::inc(&stats.rx_drop_wrong_source);
+            return false;
+        };
+        if path.dst != ip.src {
+            WireStats::inc(&stats.rx_drop_wrong_source);
+            return false;
+        }
+        if pkt.info.is_request() {
+            rc::on_request(&qp, &port, &path, &pkt, skb)
+        } else {
+            rc::on_response(&qp, &pkt, skb)
+        }
+    }
+}
+
+impl WorkItem for Rx {
+    type Pointer = Arc<Rx>;
+
+    fn run(this: Arc<Rx>) {
+        while let Some(skb) = this.next() {
+            this.process(skb);
+        }
+    }
+}

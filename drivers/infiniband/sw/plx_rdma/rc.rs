@@ -1,0 +1,1037 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The reliable-connected transport over the wire: requester, responder
+//! and completer, in the shape of rxe's `rxe_req.c`, `rxe_resp.c` and
+//! `rxe_comp.c`.
+//!
+//! # Requester
+//!
+//! The QP's work item sends one message at a time: SEND (with immediate)
+//! and RDMA WRITE (with immediate) are cut into packets of the path MTU
+//! (FIRST/MIDDLE/LAST or ONLY), numbered from the QP's next PSN, the last
+//! one and every 8th asking for an acknowledge; an RDMA READ is one
+//! request whose responses take as many PSNs as the path MTU cuts its
+//! length into. It then sleeps until the completer hands it the answer:
+//! an ACK covering the last PSN (or the last READ response) completes the
+//! work request; an ACK of part of it (or a READ response, placed in
+//! order) starts the timer again; a NAK for a PSN sequence error resends
+//! from the PSN the responder expects; an RNR NAK waits the timer the
+//! responder names (IBA table 45) and resends, `rnr_retry` times (7: for
+//! ever); other NAKs fail the request with the status rxe gives; no answer
+//! within the local ACK timeout (4.096 µs · 2^`timeout`) resends from the
+//! first packet not acknowledged (a READ: a request for the rest),
+//! `retry_cnt` times without progress. The bytes are read from the memory
+//! regions by the CPU as each packet is built, with the regions looked up
+//! again for each transmission, so that no region is held while waiting.
+//!
+//! # Responder
+//!
+//! Requests are executed in PSN order: a PSN before the expected one is a
+//! duplicate, not executed again, and answered (if it asks) with an ACK of
+//! the last PSN executed, a duplicate READ by reading again; one after it
+//! is dropped and NAKed as a sequence error once per gap. A SEND takes the
+//! oldest receive at its first packet (an RNR NAK with the QP's
+//! `min_rnr_timer` when there is none, the PSN not consumed); an RDMA
+//! WRITE checks its R_Key, protection domain, access and bounds at its
+//! first packet, a READ before its first response (a remote access NAK
+//! otherwise). The receive completes at the last packet; an ACK goes back
+//! for every packet that asks for one; READ responses carry the region's
+//! bytes, read by the CPU.
+//!
+//! # Who moves the payload
+//!
+//! A received payload of [`ENGINE_MIN`] bytes or more is placed by the DMA
+//! engine (when the device has a channel): the part of the skb that holds
+//! it is mapped for the engine's device (an IOVA behind the IOMMU) and
+//! copied into the region, already mapped at registration, after every
+//! check of the packet, ICRC included; the receive completes and the ACK
+//! goes out only once the copy is done. Shorter payloads, and all of them
+//! without a channel, are written by the CPU. `rx_payload_engine_bytes`
+//! and `rx_payload_cpu_bytes` count each. Sent payloads are read from the
+//! regions by the CPU while each packet is built.
+
+use crate::{
+    exec::{resolve, rnr_delay_us, Outcome, Piece},
+    mover::CopyError,
+    net::{Path, Port, WireStats},
+    qp::{Qp, RecvWqe, SendWqe, MAX_SGE},
+    rdma::types::{
+        access, qp_state, send_flags, wc_opcode, wc_status, wr_opcode, Sge, Wc, WC_WITH_IMM,
+    },
+    udp_tunnel::LinearSkb,
+    wire::{
+        bth::Bth,
+        ext::{Aeth, ImmDt, NakCode, Reth, Syndrome},
+        opcode::{self, Operation, Position},
+        packet::{ExtHeaders, Packet},
+        psn::Psn,
+    },
+};
+use kernel::{
+    prelude::*,
+    sync::{atomic::Relaxed, Arc, CondVarTimeoutResult},
+    time::{delay::fsleep, msecs_to_jiffies, Delta},
+};
+
+/// How an outstanding message was answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// Every packet was acknowledged.
+    Acked,
+    /// Receiver not ready at this PSN; retry after the timer code's delay.
+    Rnr(u8, Psn),
+    /// Negative acknowledge at this PSN.
+    Nak(NakCode, Psn),
+    /// An RDMA READ response could not be placed into the local list.
+    LocalProtection,
+}
+
+/// The message the requester waits on.
+pub(crate) struct Pending {
+    first: Psn,
+    last: Psn,
+    /// Packets acknowledged so far (from `first`).
+    acked: u32,
+    /// Acknowledges of part of the message came since the requester
+    /// looked: the peer is making progress, the timer starts again.
+    progress: bool,
+    answer: Option<Answer>,
+    /// An RDMA READ's local list, where its responses go.
+    read: Option<ReadTarget>,
+}
+
+/// Where the responses of an outstanding RDMA READ are placed.
+struct ReadTarget {
+    sges: [Sge; MAX_SGE as usize],
+    num_sge: usize,
+    /// Payload bytes per response packet (the path MTU).
+    mtu: u64,
+    len: u64,
+}
+
+/// A SEND being received: its receive request and the bytes placed so far.
+pub(crate) struct InRecv {
+    pub(crate) wqe: RecvWqe,
+    offset: u64,
+}
+
+/// An RDMA WRITE being received.
+struct InWrite {
+    va: u64,
+    rkey: u32,
+    len: u64,
+    offset: u64,
+}
+
+/// A QP's transport state.
+pub(crate) struct RcState {
+    /// The PSN of the next request packet sent.
+    pub(crate) sq_psn: Psn,
+    pending: Option<Pending>,
+    /// The PSN of the next request expected.
+    pub(crate) epsn: Psn,
+    /// Messages completed as responder (24 bits).
+    msn: u32,
+    /// A sequence NAK went out for the current gap.
+    nak_sent: bool,
+    pub(crate) recv: Option<InRecv>,
+    write: Option<InWrite>,
+}
+
+impl RcState {
+    pub(crate) const fn new() -> Self {
+        Self {
+            sq_psn: Psn::new(0),
+            pending: None,
+            epsn: Psn::new(0),
+            msn: 0,
+            nak_sent: false,
+            recv: None,
+            write: None,
+        }
+    }
+
+    /// Forgets every message in progress (RESET).
+    pub(crate) fn reset(&mut self) {
+        *self = Self::new();
+    }
+}
+
+/// Packets between two that ask for an acknowledge (besides each
+/// message's last): what a timeout resends at most, and how often the
+/// responder says how far it got.
+const ACK_EVERY: u32 = 8;
+
+/// The local ACK timeout of `timeout` (4.096 µs · 2^timeout), in
+/// milliseconds, at least 10; 0 (no timeout) waits a second at a time.
+fn ack_timeout_ms(timeout: u32) -> u32 {
+    if timeout == 0 {
+        return 1000;
+    }
+    let us = 4096u64 << timeout.min(31) >> 10;
+    u32::try_from(us / 1000).unwrap_or(u32::MAX).max(10)
+}
+
+/// Copies `out.len()` bytes of the list `src` from byte `off` on.
+fn gather(src: &[Piece], mut off: u64, out: &mut [u8]) -> Result {
+    let mut done = 0usize;
+    for p in src {
+        if done == out.len() {
+            break;
+        }
+        if off >= p.len {
+            off -= p.len;
+            continue;
+        }
+        let n = usize::try_from(p.len - off)
+            .unwrap_or(usize::MAX)
+            .min(out.len() - done);
+        let at = usize::try_from(p.offset + off).map_err(|_| EFAULT)?;
+        p.mr.mem.read_at(at, &mut out[done..done + n])?;
+        done += n;
+        off = 0;
+    }
+    if done == out.len() {
+        Ok(())
+    } else {
+        Err(EFAULT)
+    }
+}
+
+/// Payloads from this many bytes on are placed by the engine (when the
+/// device has a channel); shorter ones by the CPU, for which a descriptor
+/// round trip costs more than the copy.
+const ENGINE_MIN: usize = 256;
+
+/// Places `bytes`, the payload of the received `skb`, into the list `dst`
+/// from byte `off` on: by the engine straight from the skb, or by the CPU.
+/// A channel that cannot be stopped keeps the regions pinned for good.
+fn place(qp: &Qp, skb: &LinearSkb, dst: &[Piece], mut off: u64, bytes: &[u8]) -> Result {
+    let dev = &qp.dev;
+    let stats = &dev.wire_stats;
+    let engine = dev.mover.device().filter(|_| bytes.len() >= ENGINE_MIN);
+    let mut done = 0usize;
+    for p in dst {
+        if done == bytes.len() {
+            break;
+        }
+        if off >= p.len {
+            off -= p.len;
+            continue;
+        }
+        let n = usize::try_from(p.len - off)
+            .unwrap_or(usize::MAX)
+            .min(bytes.len() - done);
+        let part = &bytes[done..done + n];
+        let at = p.offset + off;
+        match engine {
+            Some(d) => {
+                let mapped = skb.map_for_device(d, part)?;
+                match dev.mover.copy_from_skb(&dev.stats, &p.mr.mem, at, mapped) {
+                    Ok(()) => {}
+                    Err(CopyError::Stuck) => {
+                        p.mr.leak();
+                        return Err(EIO);
+                    }
+                    Err(CopyError::Failed) => return Err(EIO),
+                }
+                stats.rx_payload_engine_bytes.fetch_add(n as u64, Relaxed);
+            }
+            None => {
+                let at = usize::try_from(at).map_err(|_| EFAULT)?;
+                p.mr.mem.write_at(at, part)?;
+                stats.rx_payload_cpu_bytes.fetch_add(n as u64, Relaxed);
+            }
+        }
+        done += n;
+        off = 0;
+    }
+    if done == bytes.len() {
+        Ok(())
+    } else {
+        Err(EFAULT)
+    }
+}
+
+/// The opcode of packet `i` of `n` of a request of work request opcode
+/// `wr`.
+fn request_opcode(wr: u32, i: u32, n: u32) -> u8 {
+    let pos = match (i, n) {
+        (_, 1) => Position::Only,
+        (0, _) => Position::First,
+        (i, n) if i + 1 == n => Position::Last,
+        _ => Position::Middle,
+    };
+    use opcode::code as op;
+    match (wr, pos) {
+        (wr_opcode::RDMA_WRITE | wr_opcode::RDMA_WRITE_WITH_IMM, Position::First) => {
+            op::RC_RDMA_WRITE_FIRST
+        }
+        (wr_opcode::RDMA_WRITE | wr_opcode::RDMA_WRITE_WITH_IMM, Position::Middle) => {
+            op::RC_RDMA_WRITE_MIDDLE
+        }
+        (wr_opcode::RDMA_WRITE, Position::Last) => op::RC_RDMA_WRITE_LAST,
+        (wr_opcode::RDMA_WRITE, Position::Only) => op::RC_RDMA_WRITE_ONLY,
+        (wr_opcode::RDMA_WRITE_WITH_IMM, Position::Last) => op::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE,
+        (wr_opcode::RDMA_WRITE_WITH_IMM, Position::Only) => op::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+        (_, Position::First) => op::RC_SEND_FIRST,
+        (_, Position::Middle) => op::RC_SEND_MIDDLE,
+        (wr_opcode::SEND_WITH_IMM, Position::Last) => op::RC_SEND_LAST_WITH_IMMEDIATE,
+        (wr_opcode::SEND_WITH_IMM, Position::Only) => op::RC_SEND_ONLY_WITH_IMMEDIATE,
+        (_, Position::Last) => op::RC_SEND_LAST,
+        (_, Position::Only) => op::RC_SEND_ONLY,
+    }
+}
+
+/// Sends packets `from..n` of the message of `wqe` that starts at PSN
+/// `first`. `Err` with a completion status if the local list no longer
+/// resolves; a packet the network refuses is left to the retries.
+fn transmit(
+    qp: &Qp,
+    port: &Port,
+    path: &Path,
+    wqe: &SendWqe,
+    first: Psn,
+    from: u32,
+    n: u32,
+) -> core::result::Result<(), u32> {
+    let stats = &qp.dev.wire_stats;
+    let len = wqe.len();
+    let local = match &wqe.inline {
+        Some(_) => KVec::new(),
+        // A READ's list is written by the completer, not read here.
+        None if wqe.opcode == wr_opcode::RDMA_READ => KVec::new(),
+        None => resolve(qp, wqe.sges(), 0).map_err(|()| wc_status::LOC_PROT_ERR)?,
+    };
+    let mtu = path.mtu as u64;
+    if wqe.opcode == wr_opcode::RDMA_READ {
+        // One request for what is not read yet: its responses take the
+        // PSNs from `first + from` on.
+        let done = (u64::from(from) * mtu).min(len);
+        let bth = Bth {
+            opcode: opcode::code::RC_RDMA_READ_REQUEST,
+            pkey: Bth::DEFAULT_PKEY,
+            dest_qp: path.dest_qp,
+            ack_req: true,
+            psn: first.add(from),
+            ..Bth::default()
+        };
+        let ext = ExtHeaders {
+            reth: Some(Reth {
+                va: wqe.remote_addr.wrapping_add(done),
+                rkey: wqe.rkey,
+                len: (len - done) as u32,
+            }),
+            ..ExtHeaders::default()
+        };
+        let _ = port.send(stats, path, &bth, &ext, 0, |_| Ok(()));
+        return Ok(());
+    }
+    for i in from..n {
+        let off = u64::from(i) * mtu;
+        let size = (len - off.min(len)).min(mtu) as usize;
+        let opcode = request_opcode(wqe.opcode, i, n);
+        let last = i + 1 == n;
+        let bth = Bth {
+            opcode,
+            solicited: last && wqe.flags & send_flags::SOLICITED != 0,
+            pkey: Bth::DEFAULT_PKEY,
+            dest_qp: path.dest_qp,
+            ack_req: last || (i + 1) % ACK_EVERY == 0,
+            psn: first.add(i),
+            ..Bth::default()
+        };
+        let info = opcode::OpInfo::lookup(opcode).ok_or(wc_status::LOC_QP_OP_ERR)?;
+        let ext = ExtHeaders {
+            reth: info.has(opcode::Headers::RETH).then_some(Reth {
+                va: wqe.remote_addr,
+                rkey: wqe.rkey,
+                len: len as u32,
+            }),
+            imm_dt: info
+                .has(opcode::Headers::IMM_DT)
+                .then_some(ImmDt(u32::from_be(wqe.imm_data))),
+            ..ExtHeaders::default()
+        };
+        let fill = |out: &mut [u8]| match &wqe.inline {
+            Some(b) => {
+                let at = off as usize;
+                out.copy_from_slice(b.get(at..at + out.len()).ok_or(EFAULT)?);
+                Ok(())
+            }
+            None => gather(&local, off, out),
+        };
+        // A lost packet is what the retries are for.
+        let _ = port.send(stats, path, &bth, &ext, size, fill);
+    }
+    Ok(())
+}
+
+/// What waiting for the answer gave.
+enum Waited {
+    Answer(Answer),
+    /// No answer in time; this many packets were acknowledged.
+    Timeout(u32),
+    /// The QP left RTS/SQD (ERR): the request is flushed.
+    Flushed,
+    Stopped,
+}
+
+fn wait_answer(qp: &Qp, timeout_ms: u32) -> Waited {
+    let mut left = msecs_to_jiffies(timeout_ms);
+    let mut st = qp.state.lock();
+    loop {
+        if st.dead() {
+            return Waited::Stopped;
+        }
+        if !matches!(st.state, qp_state::RTS | qp_state::SQD) {
+            return Waited::Flushed;
+        }
+        if let Some(a) = st.rc.pending.as_mut().and_then(|p| p.answer.take()) {
+            return Waited::Answer(a);
+        }
+        // The transport timer starts again whenever part of the
+        // message is acknowledged (IBA 9.7.6.1.3).
+        if let Some(p) = st.rc.pending.as_mut().filter(|p| p.progress) {
+            p.progress = false;
+            left = msecs_to_jiffies(timeout_ms);
+        }
+        match qp.answered.wait_interruptible_timeout(&mut st, left) {
+            CondVarTimeoutResult::Woken { jiffies } | CondVarTimeoutResult::Signal { jiffies } => {
+                left = jiffies
+            }
+            CondVarTimeoutResult::Timeout => {
+                let Some(p) = st.rc.pending.as_mut() else {
+                    return Waited::Timeout(0);
+                };
+                if let Some(a) = p.answer.take() {
+                    return Waited::Answer(a);
+                }
+                if p.progress {
+                    continue;
+                }
+                return Waited::Timeout(p.acked);
+            }
+        }
+    }
+}
+
+/// Executes one send work request of a QP connected over the wire.
+pub(crate) fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
+    let outcome = run(qp, wqe);
+    qp.state.lock().rc.pending = None;
+    outcome
+}
+
+fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
+    let stats = &qp.dev.wire_stats;
+    let Some((port, path)) = qp.wire_path() else {
+        return Outcome::Failed(wc_status::RETRY_EXC_ERR);
+    };
+    match wqe.opcode {
+        wr_opcode::SEND
+        | wr_opcode::SEND_WITH_IMM
+        | wr_opcode::RDMA_WRITE
+        | wr_opcode::RDMA_WRITE_WITH_IMM
+        | wr_opcode::RDMA_READ => {}
+        _ => return Outcome::Failed(wc_status::LOC_QP_OP_ERR),
+    }
+    let reads = wqe.opcode == wr_opcode::RDMA_READ;
+    let len = wqe.len();
+    let Ok(byte_len) = u32::try_from(len) else {
+        return Outcome::Failed(wc_status::LOC_LEN_ERR);
+    };
+    // Checked before the first packet: a bad lkey sends nothing.
+    let want = if reads { access::LOCAL_WRITE } else { 0 };
+    if wqe.inline.is_none() && resolve(qp, wqe.sges(), want).is_err() {
+        return Outcome::Failed(wc_status::LOC_PROT_ERR);
+    }
+    let n = u32::try_from(len.div_ceil(path.mtu as u64).max(1)).unwrap_or(u32::MAX);
+    let (first, attr) = {
+        let mut st = qp.state.lock();
+        let first = st.rc.sq_psn;
+        st.rc.sq_psn = first.add(n);
+        st.rc.pending = Some(Pending {
+            first,
+            last: first.add(n - 1),
+            acked: 0,
+            progress: false,
+            answer: None,
+            read: reads.then_some(ReadTarget {
+                sges: wqe.sges,
+                num_sge: wqe.num_sge,
+                mtu: path.mtu as u64,
+                len,
+            }),
+        });
+        (first, st.attr)
+    };
+    let timeout_ms = ack_timeout_ms(attr.timeout);
+    let (mut retries, mut rnr_tries) = (attr.retry_cnt, 0u32);
+    let (mut from, mut last_acked) = (0u32, 0u32);
+    loop {
+        if let Err(status) = transmit(qp, &port, &path, wqe, first, from, n) {
+            return Outcome::Failed(status);
+        }
+        let resend_from = |psn: Psn| {
+            let d = psn.diff(first);
+            u32::try_from(d).ok().filter(|&i| i < n)
+        };
+        match wait_answer(qp, timeout_ms) {
+            Waited::Answer(Answer::Acked) => {
+                WireStats::inc(&stats.acks_received);
+                return Outcome::Done(byte_len);
+            }
+            Waited::Answer(Answer::Rnr(timer, psn)) => {
+                WireStats::inc(&stats.rnr_naks_received);
+                if attr.rnr_retry != 7 && rnr_tries >= attr.rnr_retry {
+                    return Outcome::Failed(wc_status::RNR_RETRY_EXC_ERR);
+                }
+                rnr_tries = rnr_tries.saturating_add(1);
+                fsleep(Delta::from_micros(rnr_delay_us(u32::from(timer)).max(20)));
+                from = resend_from(psn).unwrap_or(0);
+            }
+            Waited::Answer(Answer::Nak(NakCode::PsnSequenceError, psn)) => {
+                WireStats::inc(&stats.naks_received);
+                if retries == 0 {
+                    return Outcome::Failed(wc_status::RETRY_EXC_ERR);
+                }
+                retries -= 1;
+                from = resend_from(psn).unwrap_or(0);
+            }
+            Waited::Answer(Answer::LocalProtection) => {
+                return Outcome::Failed(wc_status::LOC_PROT_ERR);
+            }
+            Waited::Answer(Answer::Nak(code, _)) => {
+                WireStats::inc(&stats.naks_received);
+                return Outcome::Failed(match code {
+                    NakCode::InvalidRequest => wc_status::REM_INV_REQ_ERR,
+                    NakCode::RemoteAccessError => wc_status::REM_ACCESS_ERR,
+                    _ => wc_status::REM_OP_ERR,
+                });
+            }
+            Waited::Timeout(acked) => {
+                WireStats::inc(&stats.ack_timeouts);
+                // Progress since the last timeout gives the retries back,
+                // as rxe's completer does.
+                if acked > last_acked {
+                    last_acked = acked;
+                    retries = attr.retry_cnt;
+                }
+                if attr.timeout != 0 {
+                    if retries == 0 {
+                        return Outcome::Failed(wc_status::RETRY_EXC_ERR);
+                    }
+                    retries -= 1;
+                }
+                // Go back to the first packet not acknowledged.
+                from = acked.min(n - 1);
+            }
+            Waited::Flushed => return Outcome::Failed(wc_status::WR_FLUSH_ERR),
+            Waited::Stopped => return Outcome::Stopped,
+        }
+        if qp.stopping() {
+            return Outcome::Stopped;
+        }
+        WireStats::inc(&stats.retransmits);
+    }
+}
+
+/// An acknowledge or a READ response for `qp`: handed to its waiting
+/// requester. Returns whether the packet was taken.
+pub(crate) fn on_response(qp: &Qp, pkt: &Packet<'_>, skb: &LinearSkb) -> bool {
+    let stats = &qp.dev.wire_stats;
+    if pkt.info.operation == Operation::RdmaReadResponse {
+        return on_read_response(qp, pkt, skb);
+    }
+    let (Some(aeth), Operation::Acknowledge) = (pkt.ext.aeth, pkt.info.operation) else {
+        WireStats::inc(&stats.rx_drop_unsupported_op);
+        return false;
+    };
+    let psn = pkt.bth.psn;
+    let mut st = qp.state.lock();
+    let Some(p) = st.rc.pending.as_mut() else {
+        WireStats::inc(&stats.rx_stale_acks);
+        return true;
+    };
+    let within = !psn.is_before(p.first) && !p.last.is_before(psn);
+    let answer = match aeth.syndrome {
+        // A READ is answered by its responses, not by an ACK.
+        Syndrome::Ack { .. } if p.read.is_some() => {
+            WireStats::inc(&stats.rx_stale_acks);
+            None
+        }
+        Syndrome::Ack { .. } if !psn.is_before(p.last) && psn.diff(p.last) < 1 << 22 => {
+            Some(Answer::Acked)
+        }
+        // An ACK of part of the message: progress.
+        Syndrome::Ack { .. } if within => {
+            let acked = psn.diff(p.first) as u32 + 1;
+            if acked > p.acked {
+                p.acked = acked;
+                p.progress = true;
+                qp.answered.notify_all();
+            }
+            None
+        }
+        Syndrome::RnrNak { timer } if within => Some(Answer::Rnr(timer, psn)),
+        Syndrome::Nak(code) if within => Some(Answer::Nak(code, psn)),
+        _ => {
+            WireStats::inc(&stats.rx_stale_acks);
+            None
+        }
+    };
+    if let Some(a) = answer {
+        p.answer = Some(a);
+        qp.answered.notify_all();
+    }
+    true
+}
+
+/// An RDMA READ response: placed into the outstanding READ's local list
+/// if it is the next one expected, else ignored (a resent READ request
+/// brings the rest again).
+fn on_read_response(qp: &Qp, pkt: &Packet<'_>, skb: &LinearSkb) -> bool {
+    let stats = &qp.dev.wire_stats;
+    let psn = pkt.bth.psn;
+    let expected = {
+        let st = qp.state.lock();
+        st.rc.pending.as_ref().and_then(|p| {
+            let r = p.read.as_ref()?;
+            (psn == p.first.add(p.acked)).then(|| {
+                let off = u64::from(p.acked) * r.mtu;
+                (p.first, p.acked, r.sges, r.num_sge, off, r.len)
+            })
+        })
+    };
+    let Some((first, acked, sges, num_sge, off, len)) = expected else {
+        WireStats::inc(&stats.rx_stale_acks);
+        return true;
+    };
+    let payload = pkt.payload();
+    let end = off + payload.len() as u64;
+    // The responder cuts at the path MTU: anything else is not ours.
+    let fits = end <= len && (end == len) == pkt.info.ends_message();
+    let placed = fits
+        && resolve(qp, &sges[..num_sge], access::LOCAL_WRITE)
+            .map_err(|()| EFAULT)
+            .and_then(|dst| place(qp, skb, &dst, off, payload))
+            .is_ok();
+    let mut st = qp.state.lock();
+    let Some(p) = st
+        .rc
+        .pending
+        .as_mut()
+        .filter(|p| p.first == first && p.acked == acked)
+    else {
+        return true;
+    };
+    if !placed {
+        p.answer = Some(if fits {
+            Answer::LocalProtection
+        } else {
+            Answer::Nak(NakCode::InvalidRequest, psn)
+        });
+    } else {
+        p.acked += 1;
+        p.progress = true;
+        if pkt.info.ends_message() {
+            p.answer = Some(Answer::Acked);
+        }
+    }
+    qp.answered.notify_all();
+    true
+}
+
+/// Answers an RDMA READ request (`duplicate`: one executed before, read
+/// again): checks the QP's rights and the R_Key, then sends the responses,
+/// their payload read from the region by the CPU.
+fn read_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_>, duplicate: bool) -> bool {
+    let stats = &qp.dev.wire_stats;
+    let Some(reth) = pkt.ext.reth else {
+        return false;
+    };
+    let psn = pkt.bth.psn;
+    let len = u64::from(reth.len);
+    let mtu = path.mtu as u64;
+    let n = u32::try_from(len.div_ceil(mtu).max(1)).unwrap_or(u32::MAX);
+    let (msn, ok) = {
+        let mut st = qp.state.lock();
+        let ok = st.attr.qp_access_flags & access::REMOTE_READ != 0
+            && (duplicate || (st.rc.recv.is_none() && st.rc.write.is_none()));
+        if ok && !duplicate {
+            st.rc.epsn = psn.add(n);
+            st.rc.nak_sent = false;
+            st.rc.msn = (st.rc.msn + 1) & Psn::MASK;
+        }
+        (st.rc.msn, ok)
+    };
+    if !ok {
+        send_ack(
+            qp,
+            port,
+            path,
+            psn,
+            Syndrome::Nak(NakCode::InvalidRequest),
+            msn,
+        );
+        qp.enter_error();
+        return true;
+    }
+    // Zero bytes name no memory: no R_Key is checked (IBA 9.7.4.1.2).
+    let src = match len {
+        0 => None,
+        _ => {
+            let region = qp.dev.mrs.get(reth.rkey).and_then(|mr| {
+                let ok = mr.rkey() == reth.rkey
+                    && Arc::ptr_eq(&mr.pd, &qp.pd)
+                    && mr.allows(access::REMOTE_READ);
+                let offset = mr.offset_of(reth.va, len).filter(|_| ok)?;
+                Some(Piece { mr, offset, len })
+            });
+            match region {
+                Some(p) => Some([p]),
+                None => {
+                    let nak = Syndrome::Nak(NakCode::RemoteAccessError);
+                    send_ack(qp, port, path, psn, nak, msn);
+                    qp.enter_error();
+                    return true;
+                }
+            }
+        }
+    };
+    use opcode::code as op;
+    for i in 0..n {
+        let off = u64::from(i) * mtu;
+        let size = (len - off.min(len)).min(mtu) as usize;
+        let opcode = match (i, n) {
+            (_, 1) => op::RC_RDMA_READ_RESPONSE_ONLY,
+            (0, _) => op::RC_RDMA_READ_RESPONSE_FIRST,
+            (i, n) if i + 1 == n => op::RC_RDMA_READ_RESPONSE_LAST,
+            _ => op::RC_RDMA_READ_RESPONSE_MIDDLE,
+        };
+        let info = opcode::OpInfo::lookup(opcode);
+        let bth = Bth {
+            opcode,
+            pkey: Bth::DEFAULT_PKEY,
+            dest_qp: path.dest_qp,
+            psn: psn.add(i),
+            ..Bth::default()
+        };
+        let ext = ExtHeaders {
+            aeth: info
+                .filter(|i| i.has(opcode::Headers::AETH))
+                .map(|_| Aeth { syndrome: ACK, msn }),
+            ..ExtHeaders::default()
+        };
+        let fill = |out: &mut [u8]| match &src {
+            Some(s) => gather(s, off, out),
+            None => Ok(()),
+        };
+        if port.send(stats, path, &bth, &ext, size, fill).is_err() {
+            // The requester's timer asks again.
+            break;
+        }
+    }
+    true
+}
+
+/// Sends an acknowledge of `psn` with `syndrome`.
+fn send_ack(qp: &Qp, port: &Port, path: &Path, psn: Psn, syndrome: Syndrome, msn: u32) {
+    let stats = &qp.dev.wire_stats;
+    WireStats::inc(match syndrome {
+        Syndrome::Ack { .. } => &stats.acks_sent,
+        Syndrome::RnrNak { .. } => &stats.rnr_naks_sent,
+        _ => &stats.naks_sent,
+    });
+    let bth = Bth {
+        opcode: opcode::code::RC_ACKNOWLEDGE,
+        pkey: Bth::DEFAULT_PKEY,
+        dest_qp: path.dest_qp,
+        psn,
+        ..Bth::default()
+    };
+    let ext = ExtHeaders {
+        aeth: Some(Aeth { syndrome, msn }),
+        ..ExtHeaders::default()
+    };
+    // A lost acknowledge is resent when the request is.
+    let _ = port.send(stats, path, &bth, &ext, 0, |_| Ok(()));
+}
+
+const ACK: Syndrome = Syndrome::Ack {
+    credits: Syndrome::UNLIMITED_CREDITS,
+};
+
+/// What the responder does with a request whose PSN is the expected one.
+enum Step {
+    /// Executed; complete the receive if this ends it.
+    Done,
+    /// Answer with this NAK; the QP goes to ERR unless it is an RNR NAK.
+    Nak(Syndrome),
+}
+
+/// A request for `qp` from its connected peer. Returns whether the packet
+/// was taken.
+pub(crate) fn on_request(
+    qp: &Arc<Qp>,
+    port: &Port,
+    path: &Path,
+    pkt: &Packet<'_>,
+    skb: &LinearSkb,
+) -> bool {
+    let stats = &qp.dev.wire_stats;
+    let psn = pkt.bth.psn;
+    // PSN order, under the lock; the payload is placed outside it.
+    let (taken_recv, write) = {
+        let mut st = qp.state.lock();
+        if st.dead() || !Qp::accepts_requests(st.state) {
+            WireStats::inc(&stats.rx_drop_qp_state);
+            return false;
+        }
+        let d = psn.diff(st.rc.epsn);
+        if d < 0 && pkt.info.operation == Operation::RdmaReadRequest {
+            // A READ whose responses were lost: read again.
+            WireStats::inc(&stats.rx_duplicates);
+            drop(st);
+            return read_request(qp, port, path, pkt, true);
+        }
+        if d < 0 {
+            // Executed already: say so again where asked, do not execute.
+            WireStats::inc(&stats.rx_duplicates);
+            let (last, msn) = (st.rc.epsn.add(Psn::MASK), st.rc.msn);
+            drop(st);
+            if pkt.bth.ack_req {
+                send_ack(qp, port, path, last, ACK, msn);
+            }
+            return true;
+        }
+        if d > 0 {
+            WireStats::inc(&stats.rx_drop_psn_ahead);
+            let first_nak = !st.rc.nak_sent;
+            st.rc.nak_sent = true;
+            let (epsn, msn) = (st.rc.epsn, st.rc.msn);
+            drop(st);
+            if first_nak {
+                let nak = Syndrome::Nak(NakCode::PsnSequenceError);
+                send_ack(qp, port, path, epsn, nak, msn);
+            }
+            return false;
+        }
+        if pkt.info.operation == Operation::RdmaReadRequest {
+            drop(st);
+            return read_request(qp, port, path, pkt, false);
+        }
+        let access = st.attr.qp_access_flags;
+        let min_rnr = st.attr.min_rnr_timer as u8;
+        let info = pkt.info;
+        let starts = info.starts_message();
+        let (recv, write) = match info.operation {
+            Operation::Send => {
+                if starts != st.rc.recv.is_none() || st.rc.write.is_some() {
+                    (None, Err(NakCode::InvalidRequest))
+                } else if starts {
+                    match st.rq.pop() {
+                        Some(wqe) => (Some(InRecv { wqe, offset: 0 }), Ok(None)),
+                        None => {
+                            let msn = st.rc.msn;
+                            drop(st);
+                            let rnr = Syndrome::RnrNak { timer: min_rnr };
+                            send_ack(qp, port, path, psn, rnr, msn);
+                            return true;
+                        }
+                    }
+                } else {
+                    (st.rc.recv.take(), Ok(None))
+                }
+            }
+            Operation::RdmaWrite => {
+                if access & access::REMOTE_WRITE == 0
+                    || starts != st.rc.write.is_none()
+                    || st.rc.recv.is_some()
+                {
+                    (None, Err(NakCode::InvalidRequest))
+                } else if info.completes_recv() && st.rq.is_empty() {
+                    let msn = st.rc.msn;
+                    drop(st);
+                    let rnr = Syndrome::RnrNak { timer: min_rnr };
+                    send_ack(qp, port, path, psn, rnr, msn);
+                    return true;
+                } else if starts {
+                    match pkt.ext.reth {
+                        Some(r) => (
+                            None,
+                            Ok(Some(InWrite {
+                                va: r.va,
+                                rkey: r.rkey,
+                                len: u64::from(r.len),
+                                offset: 0,
+                            })),
+                        ),
+                        None => (None, Err(NakCode::InvalidRequest)),
+                    }
+                } else {
+                    (None, Ok(st.rc.write.take()))
+                }
+            }
+            _ => {
+                WireStats::inc(&stats.rx_drop_unsupported_op);
+                (None, Err(NakCode::InvalidRequest))
+            }
+        };
+        match write {
+            Ok(w) => (recv, w),
+            Err(code) => {
+                // A receive taken stays the QP's, to be flushed with it.
+                if recv.is_some() {
+                    st.rc.recv = recv;
+                }
+                let msn = st.rc.msn;
+                drop(st);
+                send_ack(qp, port, path, psn, Syndrome::Nak(code), msn);
+                qp.enter_error();
+                return true;
+            }
+        }
+    };
+    let step = match (taken_recv, write) {
+        (Some(recv), _) => place_send(qp, pkt, skb, recv),
+        (None, Some(w)) => place_write(qp, pkt, skb, w),
+        (None, None) => Step::Nak(Syndrome::Nak(NakCode::InvalidRequest)),
+    };
+    match step {
+        Step::Done => {
+            let msn = {
+                let mut st = qp.state.lock();
+                st.rc.epsn = psn.next();
+                st.rc.nak_sent = false;
+                if pkt.info.ends_message() {
+                    st.rc.msn = (st.rc.msn + 1) & Psn::MASK;
+                }
+                st.rc.msn
+            };
+            if pkt.bth.ack_req {
+                send_ack(qp, port, path, psn, ACK, msn);
+            }
+        }
+        Step::Nak(syndrome) => {
+            let msn = qp.state.lock().rc.msn;
+            send_ack(qp, port, path, psn, syndrome, msn);
+            // Not ready is not an error: the request comes again.
+            if !matches!(syndrome, Syndrome::RnrNak { .. }) {
+                qp.enter_error();
+            }
+        }
+    }
+    true
+}
+
+/// Places a SEND packet's payload into its receive; completes the receive
+/// at the last packet.
+fn place_send(qp: &Arc<Qp>, pkt: &Packet<'_>, skb: &LinearSkb, mut recv: InRecv) -> Step {
+    let payload = pkt.payload();
+    let room: u64 = recv.wqe.sges().iter().map(|s| u64::from(s.length)).sum();
+    let end = recv.offset + payload.len() as u64;
+    let recv_wc = |wqe: &RecvWqe, status, n| Wc {
+        wr_id: wqe.wr_id,
+        status,
+        opcode: wc_opcode::RECV,
+        byte_len: n,
+        qp_num: qp.qpn,
+        src_qp: pkt_src_qp(qp),
+        ..Wc::default()
+    };
+    if end > room {
+        // As the loopback fabric does, after rxe: the receive fails, the
+        // requester gets a remote operation error.
+        qp.complete_recv(recv_wc(&recv.wqe, wc_status::LOC_QP_OP_ERR, 0), false);
+        return Step::Nak(Syndrome::Nak(NakCode::RemoteOperationalError));
+    }
+    let Ok(dst) = resolve(qp, recv.wqe.sges(), access::LOCAL_WRITE) else {
+        qp.complete_recv(recv_wc(&recv.wqe, wc_status::LOC_PROT_ERR, 0), false);
+        return Step::Nak(Syndrome::Nak(NakCode::RemoteOperationalError));
+    };
+    if place(qp, skb, &dst, recv.offset, payload).is_err() {
+        qp.complete_recv(recv_wc(&recv.wqe, wc_status::LOC_QP_OP_ERR, 0), false);
+        return Step::Nak(Syndrome::Nak(NakCode::RemoteOperationalError));
+    }
+    recv.offset = end;
+    if !pkt.info.ends_message() {
+        let mut st = qp.state.lock();
+        if st.state != qp_state::ERR && !st.dead() {
+            st.rc.recv = Some(recv);
+            return Step::Done;
+        }
+        // The QP went to ERR while the packet was placed, after its
+        // receives were flushed: this one is flushed here.
+        drop(st);
+        qp.complete_recv(recv_wc(&recv.wqe, wc_status::WR_FLUSH_ERR, 0), false);
+        return Step::Done;
+    }
+    let mut wc = recv_wc(&recv.wqe, wc_status::SUCCESS, end as u32);
+    if let Some(imm) = pkt.ext.imm_dt {
+        wc.imm_data = imm.0.to_be();
+        wc.wc_flags = WC_WITH_IMM;
+    }
+    qp.complete_recv(wc, pkt.bth.solicited);
+    Step::Done
+}
+
+/// Places an RDMA WRITE packet's payload into the region its first packet
+/// named; a WRITE with immediate completes a receive at its end.
+fn place_write(qp: &Arc<Qp>, pkt: &Packet<'_>, skb: &LinearSkb, mut w: InWrite) -> Step {
+    let payload = pkt.payload();
+    let end = w.offset + payload.len() as u64;
+    let last = pkt.info.ends_message();
+    if end > w.len || (last && end != w.len) {
+        return Step::Nak(Syndrome::Nak(NakCode::InvalidRequest));
+    }
+    if !payload.is_empty() {
+        let Some(mr) = qp.dev.mrs.get(w.rkey) else {
+            return Step::Nak(Syndrome::Nak(NakCode::RemoteAccessError));
+        };
+        let ok =
+            mr.rkey() == w.rkey && Arc::ptr_eq(&mr.pd, &qp.pd) && mr.allows(access::REMOTE_WRITE);
+        let Some(offset) = mr.offset_of(w.va, w.len).filter(|_| ok) else {
+            return Step::Nak(Syndrome::Nak(NakCode::RemoteAccessError));
+        };
+        let piece = [Piece {
+            mr,
+            offset,
+            len: w.len,
+        }];
+        if place(qp, skb, &piece, w.offset, payload).is_err() {
+            return Step::Nak(Syndrome::Nak(NakCode::RemoteOperationalError));
+        }
+    }
+    w.offset = end;
+    if !last {
+        qp.state.lock().rc.write = Some(w);
+        return Step::Done;
+    }
+    if let Some(imm) = pkt.ext.imm_dt {
+        let Some(wqe) = qp.state.lock().rq.pop() else {
+            return Step::Nak(Syndrome::RnrNak { timer: 0 });
+        };
+        qp.complete_recv(
+            Wc {
+                wr_id: wqe.wr_id,
+                status: wc_status::SUCCESS,
+                opcode: wc_opcode::RECV_RDMA_WITH_IMM,
+                byte_len: end as u32,
+                imm_data: imm.0.to_be(),
+                qp_num: qp.qpn,
+                src_qp: pkt_src_qp(qp),
+                wc_flags: WC_WITH_IMM,
+                ..Wc::default()
+            },
+            pkt.bth.solicited,
+        );
+    }
+    Step::Done
+}
+
+/// The source QP of a connected QP's requests: its destination.
+fn pkt_src_qp(qp: &Qp) -> u32 {
+    qp.state.lock().attr.dest_qp_num
+}

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Thin C glue under rust/kernel/udp_tunnel.rs: a kernel UDP socket whose
+ * datagrams go to a Rust receiver (the encap_rcv hook of a UDP tunnel
+ * socket, as rdma_rxe and the VXLAN driver use), and IPv4 datagrams built
+ * whole by Rust, sent with ip_local_out() on a route looked up here.
+ *
+ * udp_sock_create(), ip_route_output_key(), skb_linearize() and the skb
+ * header accessors are inline functions or macros, which Rust cannot call.
+ * Nothing is decided here: which port, which addresses, what the headers
+ * say and what a received datagram means are all the caller's.
+ */
+
+#include <linux/dma-mapping.h>
+#include <linux/netdevice.h>
+#include <linux/skbuff.h>
+#include <linux/rcupdate.h>
+#include <linux/slab.h>
+#include <net/ip.h>
+#include <net/route.h>
+#include <net/udp_tunnel.h>
+
+#include "udp_tunnel.h"
+
+struct rust_udp_tunnel {
+	struct socket *sock;
+	const void *ctx;
+	rust_udp_rcv_t rcv;
+};
+
+/*
+ * Softirq, under RCU: the socket's user data is the tunnel until
+ * rust_udp_tunnel_release() clears it and waits for a grace period.
+ */
+static int rust_udp_tunnel_encap_rcv(struct sock *sk, struct sk_buff *skb)
+{
+	struct rust_udp_tunnel *t = rcu_dereference_sk_user_data(sk);
+
+	if (!t) {
+		kfree_skb(skb);
+		return 0;
+	}
+	/*
+	 * The receiver may keep the skb past this RCU section: a
+	 * reference-less route must not go with it.
+	 */
+	skb_dst_drop(skb);
+	t->rcv(t->ctx, skb);
+	return 0;
+}
+
+/*
+ * A UDP socket of the initial network namespace bound to @port (host
+ * order) on every IPv4 address, whose datagrams are handed to @rcv with
+ * @ctx, in softirq context; the receiver owns each skb.  NULL with *err set
+ * on failure (-EADDRINUSE when another stack has the port).
+ */
+struct rust_udp_tunnel *rust_udp_tunnel_create(u16 port, const void *ctx,
+					       rust_udp_rcv_t rcv, int *err)
+{
+	struct udp_port_cfg ucfg = {
+		.family = AF_INET,
+		.local_udp_port = htons(port),
+	};
+	struct udp_tunnel_sock_cfg tcfg = {
+		.encap_type = 1,
+		.encap_rcv = rust_udp_tunnel_encap_rcv,
+	};
+	struct rust_udp_tunnel *t;
+
+	t = kzalloc(sizeof(*t), GFP_KERNEL);
+	if (!t) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	t->ctx = ctx;
+	t->rcv = rcv;
+	*err = udp_sock_create(&init_net, &ucfg, &t->sock);
+	if (*err) {
+		kfree(t);
+		return NULL;
+	}
+	tcfg.sk_user_data = t;
+	setup_udp_tunnel_sock(&init_net, t->sock->sk, &tcfg);
+	return t;
+}
+
+/*
+ * Closes the socket; once this returns no receive callback runs or will
+ * run.
+ */
+void rust_udp_tunnel_release(struct rust_udp_tunnel *t)
+{
+	udp_tunnel_sock_release(t->sock->sk);
+	/* A callback that read the user data before it was cleared ends. */
+	synchronize_rcu();
+	kfree(t);
+}
+
+/* The MTU of the initial namespace's netdev of index @ifindex; 0 if none. */
+unsigned int rust_netdev_mtu(int ifindex)
+{
+	struct net_device *ndev;
+	unsigned int mtu = 0;
+
+	rcu_read_lock();
+	ndev = dev_get_by_index_rcu(&init_net, ifindex);
+	if (ndev)
+		mtu = READ_ONCE(ndev->mtu);
+	rcu_read_unlock();
+	return mtu;
+}
+
+/*
+ * An skb for an IPv4 datagram of @len bytes from @saddr to @daddr (network
+ * order) out of the netdev of index @oif (0: any), routed and with room for
+ * the link-layer header: *data points at its @len bytes, which the caller
+ * fills from the IP header on; the transport header is @ip_len bytes in.
+ * NULL with *err set if there is no route or no memory.  Process context.
+ */
+struct sk_buff *rust_udp_tunnel_alloc4(struct rust_udp_tunnel *t, int oif,
+				       __be32 saddr, __be32 daddr, u32 len,
+				       u32 ip_len, u8 **data, int *err)
+{
+	struct flowi4 fl = {
+		.flowi4_oif = oif,
+		.flowi4_proto = IPPROTO_UDP,
+		.saddr = saddr,
+		.daddr = daddr,
+	};
+	struct net_device *dev;
+	struct sk_buff *skb;
+	struct rtable *rt;
+
+	rt = ip_route_output_key(sock_net(t->sock->sk), &fl);
+	if (IS_ERR(rt)) {
+		*err = PTR_ERR(rt);
+		return NULL;
+	}
+	dev = rt->dst.dev;
+	skb = alloc_skb(len + LL_RESERVED_SPACE(dev), GFP_KERNEL);
+	if (!skb) {
+		ip_rt_put(rt);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	skb_reserve(skb, LL_RESERVED_SPACE(dev));
+	skb_dst_set(skb, &rt->dst);
+	skb->dev = dev;
+	skb->protocol = htons(ETH_P_IP);
+	*data = skb_put(skb, len);
+	skb_reset_network_header(skb);
+	skb_set_transport_header(skb, ip_len);
+	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+	return skb;
+}
+
+/* Sends an skb of rust_udp_tunnel_alloc4(); consumes it in every case. */
+int rust_udp_tunnel_xmit(struct rust_udp_tunnel *t, struct sk_buff *skb)
+{
+	struct sock *sk = t->sock->sk;
+
+	return ip_local_out(sock_net(sk), sk, skb);
+}
+
+/*
+ * The bytes of a received skb from its network header to its end, made
+ * linear first: NULL if that fails.
+ */
+const u8 *rust_skb_network_bytes(struct sk_buff *skb, u32 *len)
+{
+	if (skb_linearize(skb))
+		return NULL;
+	*len = skb_tail_pointer(skb) - skb_network_header(skb);
+	return skb_network_header(skb);
+}
+
+/*
+ * Maps @len bytes of @skb's linear data at @p for @dev to read (a DMA
+ * engine's source); 0 and *addr, or -ENOMEM.  The caller checked that the
+ * range lies in the skb.
+ */
+int rust_skb_dma_map(struct device *dev, struct sk_buff *skb, const u8 *p,
+		     u32 len, dma_addr_t *addr)
+{
+	*addr = dma_map_single(dev, (void *)p, len, DMA_TO_DEVICE);
+	return dma_mapping_error(dev, *addr) ? -ENOMEM : 0;
+}
+
+void rust_skb_dma_unmap(struct device *dev, dma_addr_t addr, u32 len)
+{
+	dma_unmap_single(dev, addr, len, DMA_TO_DEVICE);
+}
+
+/* Frees @skb: dropped (counted as a drop), or consumed (delivered). */
+void rust_skb_free(struct sk_buff *skb, bool consumed)
+{
+	if (consumed)
+		consume_skb(skb);
+	else
+		kfree_skb(skb);
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The C glue under rust/kernel/udp_tunnel.rs (see udp_tunnel.c). */
+#ifndef RUST_HELPERS_UDP_TUNNEL_H
+#define RUST_HELPERS_UDP_TUNNEL_H
+
+#include <linux/skbuff.h>
+#include <linux/types.h>
+
+struct device;
+
+struct rust_udp_tunnel;
+
+typedef void (*rust_udp_rcv_t)(const void *ctx, struct sk_buff *skb);
+
+struct rust_udp_tunnel *rust_udp_tunnel_create(u16 port, const void *ctx,
+					       rust_udp_rcv_t rcv, int *err);
+void rust_udp_tunnel_release(struct rust_udp_tunnel *t);
+unsigned int rust_netdev_mtu(int ifindex);
+struct sk_buff *rust_udp_tunnel_alloc4(struct rust_udp_tunnel *t, int oif,
+				       __be32 saddr, __be32 daddr, u32 len,
+				       u32 ip_len, u8 **data, int *err);
+int rust_udp_tunnel_xmit(struct rust_udp_tunnel *t, struct sk_buff *skb);
+const u8 *rust_skb_network_bytes(struct sk_buff *skb, u32 *len);
+void rust_skb_free(struct sk_buff *skb, bool consumed);
+int rust_skb_dma_map(struct device *dev, struct sk_buff *skb, const u8 *p,
+		     u32 len, dma_addr_t *addr);
+void rust_skb_dma_unmap(struct device *dev, dma_addr_t addr, u32 len);
+
+#endif /* RUST_HELPERS_UDP_TUNNEL_H */

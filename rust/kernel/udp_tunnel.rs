@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! UDP tunnel sockets: a kernel UDP socket whose datagrams go to a driver,
+//! and IPv4 datagrams the driver builds whole.
+//!
+//! C headers: [`include/net/udp_tunnel.h`](srctree/include/net/udp_tunnel.h),
+//! [`include/net/route.h`](srctree/include/net/route.h),
+//! [`include/linux/skbuff.h`](srctree/include/linux/skbuff.h).
+//!
+//! A [`UdpTunnel`] binds a UDP port of the initial network namespace and
+//! hands every datagram that arrives on it to its [`Receiver`], as an
+//! owned [`Skb`], in softirq context (the socket's `encap_rcv` hook, as
+//! `rdma_rxe` and VXLAN use it). To send, the caller asks for a routed,
+//! empty datagram ([`UdpTunnel::alloc_ipv4`]), writes every byte of it
+//! from the IP header on, and sends it ([`TxSkb::send`]) with
+//! `ip_local_out()`, which resolves the neighbour and queues it on the
+//! route's netdev.
+//!
+//! The steps are inline functions and macros in C, so they live in
+//! `rust/helpers/udp_tunnel.c`. All `unsafe` code of the UDP tunnel
+//! support is in this file.
+
+use core::ptr::NonNull;
+use kernel::{
+    device::Device,
+    dma::DmaAddress,
+    ffi::{c_int, c_void},
+    prelude::*,
+    sync::{Arc, ArcBorrow},
+};
+
+mod ffi {
+    use kernel::dma::DmaAddress;
+    use kernel::ffi::{c_int, c_uint, c_void};
+
+    pub(super) type RcvFn = unsafe extern "C" fn(ctx: *const c_void, skb: *mut c_void);
+
+    extern "C" {
+        pub(super) fn rust_udp_tunnel_create(
+            port: u16,
+            ctx: *const c_void,
+            rcv: RcvFn,
+            err: *mut c_int,
+        ) -> *mut c_void;
+        pub(super) fn rust_udp_tunnel_release(t: *mut c_void);
+        pub(super) fn rust_netdev_mtu(ifindex: c_int) -> c_uint;
+        pub(super) fn rust_udp_tunnel_alloc4(
+            t: *mut c_void,
+            oif: c_int,
+            saddr: u32,
+            daddr: u32,
+            len: u32,
+            ip_len: u32,
+            data: *mut *mut u8,
+            err: *mut c_int,
+        ) -> *mut c_void;
+        pub(super) fn rust_udp_tunnel_xmit(t: *mut c_void, skb: *mut c_void) -> c_int;
+        pub(super) fn rust_skb_network_bytes(skb: *mut c_void, len: *mut u32) -> *const u8;
+        pub(super) fn rust_skb_free(skb: *mut c_void, consumed: bool);
+        pub(super) fn rust_skb_dma_map(
+            dev: *mut c_void,
+            skb: *mut c_void,
+            p: *const u8,
+            len: u32,
+            addr: *mut DmaAddress,
+        ) -> c_int;
+        pub(super) fn rust_skb_dma_unmap(dev: *mut c_void, addr: DmaAddress, len: u32);
+    }
+}
+
+/// What a tunnel hands its datagrams to.
+pub trait Receiver: Send + Sync {
+    /// Takes one received datagram. Called in softirq context: it must
+    /// not sleep.
+    fn receive(this: ArcBorrow<'_, Self>, skb: Skb);
+}
+
+/// A received datagram, owned: dropping it frees it as a drop.
+pub struct Skb(NonNull<c_void>);
+
+// SAFETY: An skb the receiver owns alone may be freed or read on any
+// thread; nothing else refers to it.
+unsafe impl Send for Skb {}
+
+/// A received datagram made linear: its bytes stay where they are.
+pub struct LinearSkb(Skb);
+
+impl Skb {
+    /// Makes the datagram linear (its bytes in one place), for
+    /// [`LinearSkb::network_bytes`]; `ENOMEM` if it could not be.
+    pub fn linearize(self) -> core::result::Result<LinearSkb, Self> {
+        let mut len = 0u32;
+        // SAFETY: `self` owns the skb, and no slice of its bytes exists.
+        let p = unsafe { ffi::rust_skb_network_bytes(self.0.as_ptr(), &mut len) };
+        if p.is_null() {
+            return Err(self);
+        }
+        Ok(LinearSkb(self))
+    }
+}
+
+impl LinearSkb {
+    /// The datagram from its IP header to its end.
+    pub fn network_bytes(&self) -> &[u8] {
+        let mut len = 0u32;
+        // SAFETY: The skb is linear already (the helper does not move its
+        // bytes again) and owned by `self`.
+        let p = unsafe { ffi::rust_skb_network_bytes(self.0 .0.as_ptr(), &mut len) };
+        if p.is_null() {
+            return &[];
+        }
+        // SAFETY: The helper returned `len` bytes of the skb's linear data,
+        // which stay put and unwritten while `self` lives.
+        unsafe { core::slice::from_raw_parts(p, len as usize) }
+    }
+
+    /// Maps `part`, bytes of [`Self::network_bytes`], for `dev` to read;
+    /// `EINVAL` if it is not such bytes, `ENOMEM` if the mapping fails.
+    pub fn map_for_device<'a>(&'a self, dev: &'a Device, part: &[u8]) -> Result<SkbDma<'a>> {
+        let all = self.network_bytes().as_ptr_range();
+        let want = part.as_ptr_range();
+        if part.is_empty() || want.start < all.start || want.end > all.end {
+            return Err(EINVAL);
+        }
+        let len = u32::try_from(part.len()).map_err(|_| EINVAL)?;
+        let mut addr: DmaAddress = 0;
+        // `Device` is `repr(transparent)` over `struct device`.
+        let dev_raw = core::ptr::from_ref(dev).cast_mut().cast::<c_void>();
+        // SAFETY: `part` lies in the skb's linear data, checked above, which
+        // stays put while the returned mapping borrows `self`; `dev` is a
+        // live device.
+        let ret = unsafe {
+            ffi::rust_skb_dma_map(dev_raw, self.0 .0.as_ptr(), part.as_ptr(), len, &mut addr)
+        };
+        if ret != 0 {
+            return Err(Error::from_errno(ret));
+        }
+        Ok(SkbDma {
+            dev,
+            addr,
+            len,
+            _skb: self,
+        })
+    }
+
+    /// Frees the datagram as delivered (not counted as a drop).
+    pub fn consume(self) {
+        self.0.consume();
+    }
+}
+
+/// Bytes of a received datagram mapped for a device to read; unmapped when
+/// dropped.
+pub struct SkbDma<'a> {
+    dev: &'a Device,
+    addr: DmaAddress,
+    len: u32,
+    _skb: &'a LinearSkb,
+}
+
+impl SkbDma<'_> {
+    /// The device the bytes are mapped for.
+    pub fn device(&self) -> &Device {
+        self.dev
+    }
+
+    /// The bus address of the bytes.
+    pub fn addr(&self) -> DmaAddress {
+        self.addr
+    }
+
+    /// Their length.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// Whether there are none (never: mapping refuses an empty range).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for SkbDma<'_> {
+    fn drop(&mut self) {
+        // SAFETY: The mapping was made by `map_for_device` for this device
+        // with this length, and is unmapped once.
+        unsafe {
+            ffi::rust_skb_dma_unmap(
+                core::ptr::from_ref(self.dev).cast_mut().cast::<c_void>(),
+                self.addr,
+                self.len,
+            )
+        };
+    }
+}
+
+impl Skb {
+    /// Frees the datagram as delivered (not counted as a drop).
+    pub fn consume(self) {
+        let p = self.0.as_ptr();
+        core::mem::forget(self);
+        // SAFETY: The skb was owned by `self`, which is gone.
+        unsafe { ffi::rust_skb_free(p, true) };
+    }
+}
+
+impl Drop for Skb {
+    fn drop(&mut self) {
+        // SAFETY: `self` owns the skb.
+        unsafe { ffi::rust_skb_free(self.0.as_ptr(), false) };
+    }
+}
+
+/// A UDP socket of the initial network namespace whose datagrams go to a
+/// `T`.
+pub struct UdpTunnel<T: Receiver> {
+    raw: NonNull<c_void>,
+    rx: Arc<T>,
+}
+
+// SAFETY: The C tunnel is used from any thread: sending takes no state of
+// the tunnel but its socket, and the receiver is `Send + Sync`.
+unsafe impl<T: Receiver> Send for UdpTunnel<T> {}
+// SAFETY: As above; every method takes `&self` and the C side serializes.
+unsafe impl<T: Receiver> Sync for UdpTunnel<T> {}
+
+/// The C receive hook's callback.
+///
+/// # Safety
+///
+/// `ctx` is `Arc::as_ptr` of the receiver of a live tunnel, and `skb` an skb
+/// the callee owns from now on.
+unsafe extern "C" fn rcv_callback<T: Receiver>(ctx: *const c_void, skb: *mut c_void) {
+    // SAFETY: `ctx` is `Arc::as_ptr` of the `Arc<T>` the tunnel holds
+    // until after the socket is released and a grace period has passed
+    // (no callback runs after that), so the count is not zero meanwhile;
+    // the tunnel never makes it a `UniqueArc`.
+    let rx = unsafe { ArcBorrow::<T>::from_raw(ctx.cast::<T>()) };
+    if let Some(skb) = NonNull::new(skb) {
+        T::receive(rx, Skb(skb));
+    }
+}
+
+impl<T: Receiver> UdpTunnel<T> {
+    /// Binds UDP `port` on every IPv4 address of the initial namespace;
+    /// `EADDRINUSE` when another socket has it.
+    pub fn new(port: u16, rx: Arc<T>) -> Result<Self> {
+        let mut err: c_int = 0;
+        let ctx = Arc::as_ptr(&rx).cast::<c_void>();
+        // SAFETY: `ctx` stays valid for as long as the returned tunnel
+        // lives (it keeps `rx`), and `rcv_callback::<T>` reads it as a `T`.
+        let raw = unsafe { ffi::rust_udp_tunnel_create(port, ctx, rcv_callback::<T>, &mut err) };
+        match NonNull::new(raw) {
+            Some(raw) => Ok(Self { raw, rx }),
+            None => Err(Error::from_errno(err)),
+        }
+    }
+
+    /// The receiver.
+    pub fn receiver(&self) -> &Arc<T> {
+        &self.rx
+    }
+
+    /// A routed IPv4 datagram of `len` bytes from `saddr` to `daddr` out of
+    /// the netdev of index `oif` (0: any), to be filled from the IP header
+    /// on; the transport header starts `ip_len` bytes in. Process context.
+    pub fn alloc_ipv4(
+        &self,
+        oif: i32,
+        saddr: [u8; 4],
+        daddr: [u8; 4],
+        len: usize,
+        ip_len: usize,
+    ) -> Result<TxSkb<'_, T>> {
+        let len32 = u32::try_from(len).map_err(|_| EMSGSIZE)?;
+        let ip_len = u32::try_from(ip_len).map_err(|_| EINVAL)?;
+        if ip_len > len32 {
+            return Err(EINVAL);
+        }
+        let mut data: *mut u8 = core::ptr::null_mut();
+        let mut err: c_int = 0;
+        // SAFETY: The tunnel is live; the addresses are passed in network
+        // order as the C side expects.
+        let skb = unsafe {
+            ffi::rust_udp_tunnel_alloc4(
+                self.raw.as_ptr(),
+                oif,
+                u32::from_ne_bytes(saddr),
+                u32::from_ne_bytes(daddr),
+                len32,
+                ip_len,
+                &mut data,
+                &mut err,
+            )
+        };
+        match (NonNull::new(skb), NonNull::new(data)) {
+            (Some(skb), Some(data)) => Ok(TxSkb {
+                skb,
+                data,
+                len,
+                tunnel: self,
+            }),
+            _ => Err(Error::from_errno(err)),
+        }
+    }
+}
+
+impl<T: Receiver> Drop for UdpTunnel<T> {
+    fn drop(&mut self) {
+        // SAFETY: The tunnel is released once; the helper returns when no
+        // callback can run, so `rx` may go after it.
+        unsafe { ffi::rust_udp_tunnel_release(self.raw.as_ptr()) };
+    }
+}
+
+/// A datagram being built for sending, its bytes the caller's to write.
+pub struct TxSkb<'a, T: Receiver> {
+    skb: NonNull<c_void>,
+    data: NonNull<u8>,
+    len: usize,
+    tunnel: &'a UdpTunnel<T>,
+}
+
+impl<T: Receiver> TxSkb<'_, T> {
+    /// The datagram's bytes, from the IP header on (uninitialised until
+    /// written: zeroed by nobody).
+    pub fn data(&mut self) -> &mut [u8] {
+        // SAFETY: `data` points at `len` bytes of the skb's linear area,
+        // owned by `self` alone until it is sent or dropped; `u8` has no
+        // invalid values.
+        unsafe { core::slice::from_raw_parts_mut(self.data.as_ptr(), self.len) }
+    }
+
+    /// Sends the datagram; the route's netdev may still drop it.
+    pub fn send(self) -> Result {
+        let (skb, t) = (self.skb.as_ptr(), self.tunnel.raw.as_ptr());
+        core::mem::forget(self);
+        // SAFETY: The skb came from this tunnel's `alloc_ipv4` and is owned
+        // here; the helper consumes it in every case.
+        let ret = unsafe { ffi::rust_udp_tunnel_xmit(t, skb) };
+        match ret {
+            // NET_XMIT_CN (2) is a congestion notice, not a failure.
+            0 | 2 => Ok(()),
+            e if e < 0 => Err(Error::from_errno(e)),
+            _ => Err(ENOBUFS),
+        }
+    }
+}
+
+impl<T: Receiver> Drop for TxSkb<'_, T> {
+    fn drop(&mut self) {
+        // SAFETY: An unsent skb of `alloc_ipv4`, owned here.
+        unsafe { ffi::rust_skb_free(self.skb.as_ptr(), false) };
+    }
+}
+
+/// The MTU of the initial namespace's netdev of index `ifindex`, if there
+/// is one.
+pub fn netdev_mtu(ifindex: i32) -> Option<u32> {
+    // SAFETY: A lookup by number; nothing is kept.
+    let mtu = unsafe { ffi::rust_netdev_mtu(ifindex) };
+    (mtu != 0).then_some(mtu)
+}

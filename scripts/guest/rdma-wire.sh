@@ -1,0 +1,155 @@
+# SPDX-License-Identifier: GPL-2.0
+# RoCEv2 on the wire, sourced by the rdma suite's guest half (busybox sh).
+#
+# plx_rdma0 with wire_local=1: its RC QPs reach peers on its own GIDs over
+# UDP port 4791 like remote ones, so every request, ACK and NAK is a real
+# RoCEv2 datagram built and parsed by the device, through the kernel's IP
+# stack (the local route), instead of the in-host loopback fabric.  Needs
+# from the caller: IP (on the port's netdev), IFINDEX, STATS, stat(),
+# ipv4_gid(), has_gid(); rust_plx_dma and ib_uverbs loaded, plx_rdma not.
+
+# wire_gid_index DEV IP: the index of IP's RoCE v2 GID on DEV's port.
+wire_gid_index() {
+	for g in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+		grep -qx "$(ipv4_gid "$2")" "$g" || continue
+		i=${g##*/}
+		grep -qx "RoCE v2" /sys/class/infiniband/"$1"/ports/1/gid_attrs/types/"$i" &&
+			echo "$i" && return 0
+	done
+	return 1
+}
+
+# wire_pingpong SIZE N: ibv_rc_pingpong server and client on plx_rdma0,
+# connected through IP's RoCE v2 GID, every buffer checked.
+wire_pingpong() {
+	size=$1 n=$2
+	ibv_rc_pingpong -d plx_rdma0 -g "$GIDX" -s "$size" -n "$n" -c >/tmp/wpp-server.log 2>&1 &
+	srv=$!
+	sleep 1
+	timeout 120 ibv_rc_pingpong -d plx_rdma0 -g "$GIDX" -s "$size" -n "$n" -c "$IP" >/tmp/wpp-client.log 2>&1
+	crc=$?
+	wait "$srv"
+	src=$?
+	sed 's/^/# wire pingpong server: /' /tmp/wpp-server.log
+	sed 's/^/# wire pingpong client: /' /tmp/wpp-client.log
+	test "$crc" -eq 0 && test "$src" -eq 0 && grep -q "iters in" /tmp/wpp-client.log
+}
+
+check "modprobe plx_rdma ifindex=$IFINDEX wire_local=1" modprobe plx_rdma ifindex="$IFINDEX" wire_local=1
+has_gid plx_rdma0 "$(ipv4_gid "$IP")"
+GIDX=$(wire_gid_index plx_rdma0 "$IP")
+check "plx_rdma0 has a RoCE v2 GID of $IP (index ${GIDX:-none})" test -n "$GIDX"
+echo "# UDP sockets before: $(grep -c ':12B7 ' /proc/net/udp) on port 4791"
+# placed SUM: payload bytes placed from received datagrams, by both paths.
+placed() { echo $(($(stat rx_payload_cpu_bytes) + $(stat rx_payload_engine_bytes))); }
+engine0=$(stat engine_bytes)
+tx0=$(stat tx_packets)
+total=0
+for s in 1 4096 65536; do
+	check "RoCEv2: ibv_rc_pingpong -s $s -c, SEND/RECV both ways, verified" wire_pingpong "$s" 20
+	total=$((total + 2 * 20 * s))
+done
+# perftest's RDMA WRITE and READ bandwidth tests over the wire (not
+# verified: wire_test's WRITE and READ are).
+wire_bw() {
+	tool=$1
+	"$tool" -d plx_rdma0 -x "$GIDX" -s 65536 -n 50 >/tmp/wbw-server.log 2>&1 &
+	srv=$!
+	sleep 2
+	timeout 120 "$tool" -d plx_rdma0 -x "$GIDX" -s 65536 -n 50 "$IP" >/tmp/wbw-client.log 2>&1
+	crc=$?
+	wait "$srv"
+	src=$?
+	sed "s/^/# $tool client: /" /tmp/wbw-client.log
+	[ "$crc" -eq 0 ] && [ "$src" -eq 0 ] || sed "s/^/# $tool server: /" /tmp/wbw-server.log
+	test "$crc" -eq 0 && test "$src" -eq 0
+}
+for tool in ib_write_bw ib_read_bw; do
+	rx0=$(placed)
+	check "RoCEv2: $tool -s 65536 -n 50 completes" wire_bw "$tool"
+	check "the $tool payload was placed ($rx0 -> $(placed) bytes, 3276800 more at least)" \
+		test "$(placed)" -ge $((rx0 + 50 * 65536))
+done
+sed 's/^/# stats: /' "$STATS"
+check "the pingpongs crossed the wire: $(stat tx_packets) datagrams sent, $(stat rx_packets) taken" \
+	test "$(stat tx_packets)" -gt $((tx0 + 2 * 20 * (1 + 1 + 4 + 64))) -a "$(stat rx_packets)" -gt 0
+check "every message was acknowledged: $(stat acks_sent) ACKs sent, $(stat acks_received) taken" \
+	test "$(stat acks_sent)" -ge 120 -a "$(stat acks_received)" -ge 120
+check "received payloads placed: $(placed) bytes, $total expected at least" \
+	test "$(placed)" -ge "$total"
+check "the engine placed received payloads straight from the skbs ($(stat rx_payload_engine_bytes) bytes; the CPU $(stat rx_payload_cpu_bytes), under 256 bytes each)" \
+	test "$(stat rx_payload_engine_bytes)" -gt "$total" -a "$(stat rx_payload_cpu_bytes)" -lt 4096
+# (rx_drop_no_qp may count retransmissions that arrive after a test
+# destroyed its QPs.)
+check "no packet of the device's own was refused (ICRC, header, source)" sh -c \
+	"test $(stat rx_drop_bad_icrc) -eq 0 -a $(stat rx_drop_bad_header) -eq 0 -a $(stat rx_drop_wrong_source) -eq 0"
+check "the engine moved nothing but wire payloads: nothing went through the loopback fabric (engine_bytes +$(($(stat engine_bytes) - engine0)), rx_payload_engine_bytes $(stat rx_payload_engine_bytes))" \
+	test "$(($(stat engine_bytes) - engine0))" -eq "$(stat rx_payload_engine_bytes)"
+# Datagrams from outside (wire_test builds its own, ICRC included, and
+# sends them with a raw socket): a well-formed SEND is delivered, every
+# hostile one dropped and counted, nothing written.
+PLX_RDMA_DEV=plx_rdma0 wire_test >/tmp/wire-test.tap 2>&1
+sed 's/^/# wire_test: /' /tmp/wire-test.tap
+kselftest_points /tmp/wire-test.tap
+check "wire_test: no failure, no skip" \
+	grep -q '^# Totals: pass:[1-9][0-9]* fail:0 xfail:0 xpass:0 skip:0 error:0' /tmp/wire-test.tap
+sed 's/^/# stats after wire_test: /' "$STATS"
+rdma statistic show link plx_rdma0/1 >/tmp/wire-rdma-stat.out 2>&1
+sed 's/^/# rdma statistic: /' /tmp/wire-rdma-stat.out
+check "rdma statistic shows the wire counters (rx_drop_bad_icrc $(stat rx_drop_bad_icrc))" \
+	grep -q "rx_drop_bad_icrc $(stat rx_drop_bad_icrc) " /tmp/wire-rdma-stat.out
+check "UDP port 4791 is closed with the last QP" sh -c "! grep -q ':12B7 ' /proc/net/udp"
+check "rmmod plx_rdma (wire_local)" rmmod plx_rdma
+
+# plx_rdma against rdma_rxe, the reference RoCEv2 stack: plx_rdma0 on one
+# end of a veth pair in this namespace, rxe0 on the other end in a second
+# one (two stacks cannot share UDP port 4791 in one namespace), and
+# ibv_rc_pingpong with plx as server and as client.  It needs network
+# namespaces and veth in the guest kernel.
+interop_pingpong() {
+	# interop_pingpong SERVER-SIDE: "plx" or "rxe"; the client is the other.
+	if [ "$1" = plx ]; then
+		ibv_rc_pingpong -d plx_rdma0 -g "$PGIDX" -s 4096 -n 20 -c >/tmp/ipp-server.log 2>&1 &
+		srv=$!
+		sleep 1
+		timeout 120 /usr/sbin/ip netns exec plxpeer ibv_rc_pingpong -d rxe0 -g "$RGIDX" -s 4096 -n 20 -c 10.78.0.1 >/tmp/ipp-client.log 2>&1
+	else
+		/usr/sbin/ip netns exec plxpeer ibv_rc_pingpong -d rxe0 -g "$RGIDX" -s 4096 -n 20 -c >/tmp/ipp-server.log 2>&1 &
+		srv=$!
+		sleep 1
+		timeout 120 ibv_rc_pingpong -d plx_rdma0 -g "$PGIDX" -s 4096 -n 20 -c 10.78.0.2 >/tmp/ipp-client.log 2>&1
+	fi
+	crc=$?
+	wait "$srv"
+	src=$?
+	sed "s/^/# interop server ($1): /" /tmp/ipp-server.log
+	sed "s/^/# interop client: /" /tmp/ipp-client.log
+	test "$crc" -eq 0 && test "$src" -eq 0 && grep -q "iters in" /tmp/ipp-client.log
+}
+if [ -e /proc/self/ns/net ] && modprobe veth 2>/dev/null && /usr/sbin/ip netns add plxpeer 2>/dev/null; then
+	/usr/sbin/ip link add plxveth0 type veth peer name plxveth1
+	/usr/sbin/ip link set plxveth1 netns plxpeer
+	/usr/sbin/ip addr add 10.78.0.1/24 dev plxveth0
+	/usr/sbin/ip link set plxveth0 up
+	/usr/sbin/ip netns exec plxpeer /usr/sbin/ip addr add 10.78.0.2/24 dev plxveth1
+	/usr/sbin/ip netns exec plxpeer /usr/sbin/ip link set plxveth1 up
+	/usr/sbin/ip netns exec plxpeer /usr/sbin/ip link set lo up
+	check "modprobe rdma_rxe (interop)" modprobe rdma_rxe
+	check "rxe0 on plxveth1 in namespace plxpeer" \
+		/usr/sbin/ip netns exec plxpeer rdma link add rxe0 type rxe netdev plxveth1
+	check "modprobe plx_rdma on plxveth0" modprobe plx_rdma ifindex="$(cat /sys/class/net/plxveth0/ifindex)"
+	has_gid plx_rdma0 "$(ipv4_gid 10.78.0.1)"
+	has_gid rxe0 "$(ipv4_gid 10.78.0.2)"
+	PGIDX=$(wire_gid_index plx_rdma0 10.78.0.1)
+	RGIDX=$(wire_gid_index rxe0 10.78.0.2)
+	check "interop: ibv_rc_pingpong, plx_rdma0 server, rxe0 client" interop_pingpong plx
+	check "interop: ibv_rc_pingpong, rxe0 server, plx_rdma0 client" interop_pingpong rxe
+	sed 's/^/# stats after interop: /' "$STATS"
+	check "rmmod plx_rdma (interop)" rmmod plx_rdma
+	check "rdma link delete rxe0 (interop)" /usr/sbin/ip netns exec plxpeer rdma link delete rxe0
+	check "rmmod rdma_rxe (interop)" rmmod rdma_rxe
+	/usr/sbin/ip link del plxveth0
+	/usr/sbin/ip netns del plxpeer
+else
+	echo "# plx_rdma <-> rdma_rxe over a veth pair not run (not counted): the guest kernel has no network namespaces or no veth (CONFIG_NET_NS, CONFIG_VETH)"
+fi
