@@ -30,16 +30,20 @@ pub enum QueueKind {
     Long,
     /// Short work in softirq context (the module's `system_bh`).
     Bh,
+    /// Short, latency-bound work (the module's `system_highpri`).
+    HighPri,
 }
 
 /// The module's queues, while its [`WithQueues`] lives.
 static LONG: Atomic<*mut bindings::workqueue_struct> = Atomic::new(null_mut());
 static BH: Atomic<*mut bindings::workqueue_struct> = Atomic::new(null_mut());
+static HIGHPRI: Atomic<*mut bindings::workqueue_struct> = Atomic::new(null_mut());
 
 fn slot(kind: QueueKind) -> &'static Atomic<*mut bindings::workqueue_struct> {
     match kind {
         QueueKind::Long => &LONG,
         QueueKind::Bh => &BH,
+        QueueKind::HighPri => &HIGHPRI,
     }
 }
 
@@ -54,6 +58,7 @@ pub fn queue(kind: QueueKind) -> &'static Queue {
         return match kind {
             QueueKind::Long => workqueue::system_long(),
             QueueKind::Bh => workqueue::system_bh(),
+            QueueKind::HighPri => workqueue::system_highpri(),
         };
     }
     // SAFETY: A non-null pointer was published by `OwnedQueue::new` and is
@@ -84,6 +89,8 @@ impl OwnedQueue {
             QueueKind::Long => bindings::wq_flags_WQ_PERCPU,
             // As `system_bh`.
             QueueKind::Bh => bindings::wq_flags_WQ_BH | bindings::wq_flags_WQ_PERCPU,
+            // As `system_highpri`.
+            QueueKind::HighPri => bindings::wq_flags_WQ_HIGHPRI | bindings::wq_flags_WQ_PERCPU,
         };
         // SAFETY: The format takes one string argument, `name`, which is
         // NUL-terminated; the workqueue core copies the formatted name.
@@ -117,6 +124,7 @@ pub struct WithQueues<R> {
     inner: R,
     long: OwnedQueue,
     bh: OwnedQueue,
+    highpri: OwnedQueue,
 }
 
 // SAFETY: The queue pointers are only handed to the workqueue core, which
@@ -138,6 +146,7 @@ impl<R> WithQueues<R> {
         try_pin_init!(Self {
             long: OwnedQueue::new(QueueKind::Long, name)?,
             bh: OwnedQueue::new(QueueKind::Bh, name)?,
+            highpri: OwnedQueue::new(QueueKind::HighPri, name)?,
             inner <- inner(),
         }? E)
     }

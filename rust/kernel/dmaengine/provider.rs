@@ -393,7 +393,10 @@ impl DescPool {
         // SAFETY: `NewChannel` exists only during `alloc_chan_resources`.
         unsafe { new.pool.install(pool.clone()) };
         Ok((
-            Submitter { pool: pool.clone() },
+            Submitter {
+                pool: pool.clone(),
+                last_used: MIN_COOKIE,
+            },
             Completer {
                 pool,
                 _not_sync: PhantomData,
@@ -409,6 +412,9 @@ impl DescPool {
 /// cookie counter.
 pub struct Submitter {
     pool: Arc<PoolInner>,
+    /// The last cookie assigned: the submitter is its only writer, so it
+    /// keeps its own copy and only publishes to `pool.last_used`.
+    last_used: i32,
 }
 
 impl Submitter {
@@ -467,7 +473,7 @@ impl Submitter {
             return Err(d);
         };
         // `dma_cookie_assign()`: the counter wraps to the first valid one.
-        let mut next = self.pool.last_used.load(Relaxed).wrapping_add(1);
+        let mut next = self.last_used.wrapping_add(1);
         if next < MIN_COOKIE {
             next = MIN_COOKIE;
         }
@@ -475,6 +481,7 @@ impl Submitter {
         // its first field (asserted by the helper); the client reads it
         // only once the submit returns.
         unsafe { raw.as_ptr().cast::<i32>().write_volatile(next) };
+        self.last_used = next;
         self.pool.last_used.store(next, Release);
         let cookie = Cookie(next);
         Ok((

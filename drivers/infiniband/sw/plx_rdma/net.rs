@@ -22,6 +22,7 @@
 //! reason ([`WireStats`]).
 
 use crate::{
+    module_queue::{self, QueueKind},
     rc,
     udp_tunnel::{LinearSkb, Receiver, Skb, UdpTunnel},
     wire::{
@@ -43,7 +44,7 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         Arc, ArcBorrow, CondVar, SpinLockIrq,
     },
-    workqueue::{self, Work, WorkItem},
+    workqueue::{Work, WorkItem},
 };
 
 /// Datagrams waiting for the receive work item; more are dropped.
@@ -357,7 +358,8 @@ impl Receiver for Rx {
                             // High priority: packets are taken in softirq
                             // by rxe, and a busy-polling verbs user must
                             // not starve the ACKs its peer waits for.
-                            let _ = workqueue::system_highpri().enqueue(Arc::from(this));
+                            let _ =
+                                module_queue::queue(QueueKind::HighPri).enqueue(Arc::from(this));
                         }
                         None
                     }
