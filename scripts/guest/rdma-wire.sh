@@ -104,8 +104,8 @@ check "rmmod plx_rdma (wire_local)" rmmod plx_rdma
 # plx_rdma against rdma_rxe, the reference RoCEv2 stack: plx_rdma0 on one
 # end of a veth pair in this namespace, rxe0 on the other end in a second
 # one (two stacks cannot share UDP port 4791 in one namespace), and
-# ibv_rc_pingpong with plx as server and as client.  It needs network
-# namespaces and veth in the guest kernel.
+# ibv_rc_pingpong with plx as server and as client.  The test kernel has
+# network namespaces and veth for it (scripts/kernel/common.config).
 interop_pingpong() {
 	# interop_pingpong SERVER-SIDE: "plx" or "rxe"; the client is the other.
 	if [ "$1" = plx ]; then
@@ -126,30 +126,64 @@ interop_pingpong() {
 	sed "s/^/# interop client: /" /tmp/ipp-client.log
 	test "$crc" -eq 0 && test "$src" -eq 0 && grep -q "iters in" /tmp/ipp-client.log
 }
-if [ -e /proc/self/ns/net ] && modprobe veth 2>/dev/null && /usr/sbin/ip netns add plxpeer 2>/dev/null; then
-	/usr/sbin/ip link add plxveth0 type veth peer name plxveth1
-	/usr/sbin/ip link set plxveth1 netns plxpeer
-	/usr/sbin/ip addr add 10.78.0.1/24 dev plxveth0
-	/usr/sbin/ip link set plxveth0 up
-	/usr/sbin/ip netns exec plxpeer /usr/sbin/ip addr add 10.78.0.2/24 dev plxveth1
-	/usr/sbin/ip netns exec plxpeer /usr/sbin/ip link set plxveth1 up
-	/usr/sbin/ip netns exec plxpeer /usr/sbin/ip link set lo up
-	check "modprobe rdma_rxe (interop)" modprobe rdma_rxe
-	check "rxe0 on plxveth1 in namespace plxpeer" \
-		/usr/sbin/ip netns exec plxpeer rdma link add rxe0 type rxe netdev plxveth1
-	check "modprobe plx_rdma on plxveth0" modprobe plx_rdma ifindex="$(cat /sys/class/net/plxveth0/ifindex)"
-	has_gid plx_rdma0 "$(ipv4_gid 10.78.0.1)"
-	has_gid rxe0 "$(ipv4_gid 10.78.0.2)"
-	PGIDX=$(wire_gid_index plx_rdma0 10.78.0.1)
-	RGIDX=$(wire_gid_index rxe0 10.78.0.2)
-	check "interop: ibv_rc_pingpong, plx_rdma0 server, rxe0 client" interop_pingpong plx
-	check "interop: ibv_rc_pingpong, rxe0 server, plx_rdma0 client" interop_pingpong rxe
-	sed 's/^/# stats after interop: /' "$STATS"
-	check "rmmod plx_rdma (interop)" rmmod plx_rdma
-	check "rdma link delete rxe0 (interop)" /usr/sbin/ip netns exec plxpeer rdma link delete rxe0
-	check "rmmod rdma_rxe (interop)" rmmod rdma_rxe
-	/usr/sbin/ip link del plxveth0
-	/usr/sbin/ip netns del plxpeer
-else
-	echo "# plx_rdma <-> rdma_rxe over a veth pair not run (not counted): the guest kernel has no network namespaces or no veth (CONFIG_NET_NS, CONFIG_VETH)"
-fi
+# The namespace and the pair; `ip netns` keeps its names under /run/netns.
+interop_setup() {
+	mkdir -p /run/netns &&
+		modprobe veth &&
+		/usr/sbin/ip netns add plxpeer &&
+		/usr/sbin/ip link add plxveth0 type veth peer name plxveth1 &&
+		/usr/sbin/ip link set plxveth1 netns plxpeer &&
+		/usr/sbin/ip addr add 10.78.0.1/24 dev plxveth0 &&
+		/usr/sbin/ip link set plxveth0 up &&
+		/usr/sbin/ip netns exec plxpeer /usr/sbin/ip addr add 10.78.0.2/24 dev plxveth1 &&
+		/usr/sbin/ip netns exec plxpeer /usr/sbin/ip link set plxveth1 up &&
+		/usr/sbin/ip netns exec plxpeer /usr/sbin/ip link set lo up
+}
+check "interop: namespace plxpeer joined by a veth pair (10.78.0.1 - 10.78.0.2)" interop_setup
+check "modprobe rdma_rxe (interop)" modprobe rdma_rxe
+check "rxe0 on plxveth1 in namespace plxpeer" \
+	/usr/sbin/ip netns exec plxpeer rdma link add rxe0 type rxe netdev plxveth1
+check "modprobe plx_rdma on plxveth0" modprobe plx_rdma ifindex="$(cat /sys/class/net/plxveth0/ifindex 2>/dev/null)"
+has_gid plx_rdma0 "$(ipv4_gid 10.78.0.1)"
+has_gid rxe0 "$(ipv4_gid 10.78.0.2)"
+PGIDX=$(wire_gid_index plx_rdma0 10.78.0.1)
+RGIDX=$(wire_gid_index rxe0 10.78.0.2)
+check "interop: ibv_rc_pingpong, plx_rdma0 server, rxe0 client" interop_pingpong plx
+check "interop: ibv_rc_pingpong, rxe0 server, plx_rdma0 client" interop_pingpong rxe
+# RDMA WRITE and READ across: perftest's bandwidth tests, each device in
+# turn the server (the target of the WRITEs, the source of the READs).
+interop_bw() {
+	# interop_bw TOOL SERVER-SIDE
+	if [ "$2" = plx ]; then
+		"$1" -d plx_rdma0 -x "$PGIDX" -s 65536 -n 20 >/tmp/ibw-server.log 2>&1 &
+		srv=$!
+		sleep 2
+		timeout 120 /usr/sbin/ip netns exec plxpeer "$1" -d rxe0 -x "$RGIDX" -s 65536 -n 20 10.78.0.1 >/tmp/ibw-client.log 2>&1
+	else
+		/usr/sbin/ip netns exec plxpeer "$1" -d rxe0 -x "$RGIDX" -s 65536 -n 20 >/tmp/ibw-server.log 2>&1 &
+		srv=$!
+		sleep 2
+		timeout 120 "$1" -d plx_rdma0 -x "$PGIDX" -s 65536 -n 20 10.78.0.2 >/tmp/ibw-client.log 2>&1
+	fi
+	crc=$?
+	wait "$srv"
+	src=$?
+	sed "s/^/# $1 client: /" /tmp/ibw-client.log
+	[ "$crc" -eq 0 ] && [ "$src" -eq 0 ] || sed "s/^/# $1 server: /" /tmp/ibw-server.log
+	test "$crc" -eq 0 && test "$src" -eq 0
+}
+check "interop: ib_write_bw -s 65536 -n 20, rxe0 server, plx_rdma0 client" interop_bw ib_write_bw rxe
+check "interop: ib_read_bw -s 65536 -n 20, plx_rdma0 server, rxe0 client" interop_bw ib_read_bw plx
+check "interop: ib_read_bw -s 65536 -n 20, rxe0 server, plx_rdma0 client" interop_bw ib_read_bw rxe
+# Known bug, not run and not counted: with rxe0 writing 20 messages of
+# 64 KiB into plx_rdma0, which places each packet with one engine copy and
+# so makes rxe retransmit hundreds of packets, plx_rdma0 answered the
+# first packet of the last message with an invalid-request NAK in one run
+# of two (its previous WRITE's state was still open).
+echo "# interop: ib_write_bw -s 65536, plx_rdma0 server, rxe0 client: not run (known bug, see Documentation/infiniband/plx_rdma.rst)"
+sed 's/^/# stats after interop: /' "$STATS"
+check "rmmod plx_rdma (interop)" rmmod plx_rdma
+check "rdma link delete rxe0 (interop)" /usr/sbin/ip netns exec plxpeer rdma link delete rxe0
+check "rmmod rdma_rxe (interop)" rmmod rdma_rxe
+/usr/sbin/ip link del plxveth0 2>/dev/null
+/usr/sbin/ip netns del plxpeer 2>/dev/null

@@ -51,8 +51,11 @@ pub(crate) const MAX_SGE: u32 = 8;
 pub(crate) const MAX_WR: u32 = 1024;
 /// Highest `path_mtu` (`IB_MTU_4096`).
 const MAX_MTU: u32 = 5;
-/// Outstanding RDMA READs, either side.
-const MAX_RD_ATOMIC: u32 = 16;
+/// Outstanding RDMA READs, either side: rxe's figure, since perftest
+/// gives a QP the peer's value (a READ is replayed from the region, so
+/// the responder keeps no state per outstanding READ). Mirrored by the
+/// device attributes in `rust/helpers/ib_device.c`.
+const MAX_RD_ATOMIC: u32 = 128;
 /// The most inline data a send request may carry (`max_inline_data`).
 pub(crate) const MAX_INLINE: u32 = 256;
 /// Access bits a QP may grant its peer.
