@@ -292,55 +292,23 @@ static void plx_rdma_end_poll(struct ibv_cq_ex *cq_ex)
 		pthread_spin_unlock(&cq->lock);
 }
 
-static enum ibv_wc_opcode plx_rdma_read_opcode(struct ibv_cq_ex *cq_ex)
-{
-	return to_plx_cq(cq_ex)->wc.opcode;
-}
+/* An ibv_cq_ex accessor: @field of the completion start_poll/next_poll took. */
+#define PLX_RDMA_WC_READER(type, field)					\
+	static type plx_rdma_read_##field(struct ibv_cq_ex *cq_ex)	\
+	{								\
+		return to_plx_cq(cq_ex)->wc.field;			\
+	}
 
-static uint32_t plx_rdma_read_vendor_err(struct ibv_cq_ex *cq_ex)
-{
-	return to_plx_cq(cq_ex)->wc.vendor_err;
-}
-
-static uint32_t plx_rdma_read_byte_len(struct ibv_cq_ex *cq_ex)
-{
-	return to_plx_cq(cq_ex)->wc.byte_len;
-}
-
-static __be32 plx_rdma_read_imm_data(struct ibv_cq_ex *cq_ex)
-{
-	return to_plx_cq(cq_ex)->wc.imm_data;
-}
-
-static uint32_t plx_rdma_read_qp_num(struct ibv_cq_ex *cq_ex)
-{
-	return to_plx_cq(cq_ex)->wc.qp_num;
-}
-
-static uint32_t plx_rdma_read_src_qp(struct ibv_cq_ex *cq_ex)
-{
-	return to_plx_cq(cq_ex)->wc.src_qp;
-}
-
-static unsigned int plx_rdma_read_wc_flags(struct ibv_cq_ex *cq_ex)
-{
-	return to_plx_cq(cq_ex)->wc.wc_flags;
-}
-
-static uint32_t plx_rdma_read_slid(struct ibv_cq_ex *cq_ex)
-{
-	return to_plx_cq(cq_ex)->wc.slid;
-}
-
-static uint8_t plx_rdma_read_sl(struct ibv_cq_ex *cq_ex)
-{
-	return to_plx_cq(cq_ex)->wc.sl;
-}
-
-static uint8_t plx_rdma_read_dlid_path_bits(struct ibv_cq_ex *cq_ex)
-{
-	return to_plx_cq(cq_ex)->wc.dlid_path_bits;
-}
+PLX_RDMA_WC_READER(enum ibv_wc_opcode, opcode)
+PLX_RDMA_WC_READER(uint32_t, vendor_err)
+PLX_RDMA_WC_READER(uint32_t, byte_len)
+PLX_RDMA_WC_READER(__be32, imm_data)
+PLX_RDMA_WC_READER(uint32_t, qp_num)
+PLX_RDMA_WC_READER(uint32_t, src_qp)
+PLX_RDMA_WC_READER(unsigned int, wc_flags)
+PLX_RDMA_WC_READER(uint32_t, slid)
+PLX_RDMA_WC_READER(uint8_t, sl)
+PLX_RDMA_WC_READER(uint8_t, dlid_path_bits)
 
 /*
  * The accessors of fields this CQ never has: creation refuses the

@@ -172,11 +172,18 @@ fn ack_timeout_ms(timeout: u32) -> u32 {
     u32::try_from(us / 1000).unwrap_or(u32::MAX).max(10)
 }
 
-/// Copies `out.len()` bytes of the list `src` from byte `off` on.
-fn gather(src: &[Piece], mut off: u64, out: &mut [u8]) -> Result {
+/// Walks `len` bytes of the list `list` from byte `off` on: calls
+/// `f(piece, offset in its region, range of the walked bytes)` for each
+/// piece they touch. `EFAULT` if the list ends first.
+fn walk(
+    list: &[Piece],
+    mut off: u64,
+    len: usize,
+    mut f: impl FnMut(&Piece, u64, core::ops::Range<usize>) -> Result,
+) -> Result {
     let mut done = 0usize;
-    for p in src {
-        if done == out.len() {
+    for p in list {
+        if done == len {
             break;
         }
         if off >= p.len {
@@ -185,17 +192,24 @@ fn gather(src: &[Piece], mut off: u64, out: &mut [u8]) -> Result {
         }
         let n = usize::try_from(p.len - off)
             .unwrap_or(usize::MAX)
-            .min(out.len() - done);
-        let at = usize::try_from(p.offset + off).map_err(|_| EFAULT)?;
-        p.mr.mem.read_at(at, &mut out[done..done + n])?;
+            .min(len - done);
+        f(p, p.offset + off, done..done + n)?;
         done += n;
         off = 0;
     }
-    if done == out.len() {
+    if done == len {
         Ok(())
     } else {
         Err(EFAULT)
     }
+}
+
+/// Copies `out.len()` bytes of the list `src` from byte `off` on.
+fn gather(src: &[Piece], off: u64, out: &mut [u8]) -> Result {
+    walk(src, off, out.len(), |p, at, range| {
+        let at = usize::try_from(at).map_err(|_| EFAULT)?;
+        p.mr.mem.read_at(at, &mut out[range])
+    })
 }
 
 /// Payloads from this many bytes on are placed by the engine (when the
@@ -206,24 +220,13 @@ const ENGINE_MIN: usize = 256;
 /// Places `bytes`, the payload of the received `skb`, into the list `dst`
 /// from byte `off` on: by the engine straight from the skb, or by the CPU.
 /// A channel that cannot be stopped keeps the regions pinned for good.
-fn place(qp: &Qp, skb: &LinearSkb, dst: &[Piece], mut off: u64, bytes: &[u8]) -> Result {
+fn place(qp: &Qp, skb: &LinearSkb, dst: &[Piece], off: u64, bytes: &[u8]) -> Result {
     let dev = &qp.dev;
     let stats = &dev.wire_stats;
     let engine = dev.mover.device().filter(|_| bytes.len() >= ENGINE_MIN);
-    let mut done = 0usize;
-    for p in dst {
-        if done == bytes.len() {
-            break;
-        }
-        if off >= p.len {
-            off -= p.len;
-            continue;
-        }
-        let n = usize::try_from(p.len - off)
-            .unwrap_or(usize::MAX)
-            .min(bytes.len() - done);
-        let part = &bytes[done..done + n];
-        let at = p.offset + off;
+    walk(dst, off, bytes.len(), |p, at, range| {
+        let part = &bytes[range];
+        let n = part.len() as u64;
         match engine {
             Some(d) => {
                 let mapped = skb.map_for_device(d, part)?;
@@ -235,22 +238,16 @@ fn place(qp: &Qp, skb: &LinearSkb, dst: &[Piece], mut off: u64, bytes: &[u8]) ->
                     }
                     Err(CopyError::Failed) => return Err(EIO),
                 }
-                stats.rx_payload_engine_bytes.fetch_add(n as u64, Relaxed);
+                stats.rx_payload_engine_bytes.fetch_add(n, Relaxed);
             }
             None => {
                 let at = usize::try_from(at).map_err(|_| EFAULT)?;
                 p.mr.mem.write_at(at, part)?;
-                stats.rx_payload_cpu_bytes.fetch_add(n as u64, Relaxed);
+                stats.rx_payload_cpu_bytes.fetch_add(n, Relaxed);
             }
         }
-        done += n;
-        off = 0;
-    }
-    if done == bytes.len() {
         Ok(())
-    } else {
-        Err(EFAULT)
-    }
+    })
 }
 
 /// The opcode of packet `i` of `n` of a request of work request opcode
