@@ -9,8 +9,13 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PLX_CACHE/cargo-target}
 # each (prefixed NAME), one for the run as a whole, then clippy and
 # rustfmt.
 cargo_points() {
-	local name=$1 manifest=$2 out rc passed
-	out=$(root_cargo test --locked --manifest-path "$manifest" 2>&1) && rc=0 || rc=$?
+	local name=$1 manifest=$2 out rc passed errs
+	# The test names from stdout alone: what the code under test writes to
+	# stderr would otherwise land between a test's name and its result.
+	errs=$(mktemp)
+	out=$(root_cargo test --locked --manifest-path "$manifest" 2>"$errs") && rc=0 || rc=$?
+	[ "$rc" -eq 0 ] || sed 's/^/# /' "$errs" | tail -n 40
+	rm -f "$errs"
 	printf '%s\n' "$out" | sed -n "s/^test \(.*\) \.\.\. ok\$/ok - $name: \1/p; s/^test \(.*\) \.\.\. FAILED\$/not ok - $name: \1/p"
 	printf '%s\n' "$out" | grep -E '^test result:' | sed 's/^/# /'
 	passed=$(printf '%s\n' "$out" | sed -n 's/^test result: .* \([0-9]*\) passed.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
