@@ -468,6 +468,21 @@ static int plx_rdma_destroy_srq(struct ibv_srq *srq)
 	return 0;
 }
 
+/* A zeroed QP with its work request lock; NULL with errno set. */
+static struct plx_rdma_qp *plx_rdma_qp_alloc(void)
+{
+	struct plx_rdma_qp *qp = calloc(1, sizeof(*qp));
+
+	if (!qp)
+		return NULL;
+	if (pthread_spin_init(&qp->wr_lock, PTHREAD_PROCESS_PRIVATE)) {
+		free(qp);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return qp;
+}
+
 static struct ibv_qp *plx_rdma_create_qp(struct ibv_pd *pd,
 					 struct ibv_qp_init_attr *attr)
 {
@@ -476,14 +491,9 @@ static struct ibv_qp *plx_rdma_create_qp(struct ibv_pd *pd,
 	struct plx_rdma_qp *qp;
 	int ret;
 
-	qp = calloc(1, sizeof(*qp));
+	qp = plx_rdma_qp_alloc();
 	if (!qp)
 		return NULL;
-	if (pthread_spin_init(&qp->wr_lock, PTHREAD_PROCESS_PRIVATE)) {
-		free(qp);
-		errno = ENOMEM;
-		return NULL;
-	}
 
 	/* attr->cap comes back with what the kernel actually granted. */
 	ret = ibv_cmd_create_qp(pd, &qp->vqp.qp, attr, &cmd, sizeof(cmd),
@@ -1027,14 +1037,9 @@ static struct ibv_qp *plx_rdma_create_qp_ex(struct ibv_context *ibctx,
 		return NULL;
 	}
 
-	qp = calloc(1, sizeof(*qp));
+	qp = plx_rdma_qp_alloc();
 	if (!qp)
 		return NULL;
-	if (pthread_spin_init(&qp->wr_lock, PTHREAD_PROCESS_PRIVATE)) {
-		free(qp);
-		errno = ENOMEM;
-		return NULL;
-	}
 
 	/* attr->cap comes back with what the kernel actually granted. */
 	ret = ibv_cmd_create_qp_ex2(ibctx, &qp->vqp, attr, &cmd, sizeof(cmd),
