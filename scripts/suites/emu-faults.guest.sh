@@ -14,7 +14,7 @@
 #     5 injected fail-read (5th descriptor reaching its data phase), 6 ok,
 #     7 injected fail-write (6th descriptor whose read was not failed by
 #       injection: 1-4 and 6 came before it), 8 ok.
-#   dma1 (ch1)  invalid-desc=2 dup-irq=4 drop-irq=6, 7 copies, one
+#   dma1 (ch1)  invalid-desc=2 dup-irq=1 drop-irq=6, 7 copies, one
 #     interrupt each: 1 ok, 2 invalid, 3 ok, 4 interrupt sent twice, 5 ok,
 #     6 interrupt dropped, 7 ok.
 #   dma2 (ch2)  stall=$STALL_MS on every descriptor: one copy that gives up
