@@ -199,8 +199,10 @@ perf_run() { # DEV TOOL ARGS...: one server/client pair on 127.0.0.1
 	[ "$crc" -eq 0 ] || sed "s/^/# $dev $tool: /" /tmp/perf-c.log
 	return "$crc"
 }
-if modprobe rust_plx_dma && modprobe ib_uverbs && modprobe plx_rdma && modprobe rdma_rxe &&
-	rdma link add rxe0 type rxe netdev lo; then
+# rxe first: it needs UDP port 4791 here, which plx_rdma takes when free
+# (the loopback benchmarks never use it).
+if modprobe rust_plx_dma && modprobe ib_uverbs && modprobe rdma_rxe &&
+	rdma link add rxe0 type rxe netdev lo && modprobe plx_rdma; then
 	# Both ports are RoCE on lo: each uses its IPv4-mapped GID of
 	# 127.0.0.1, or else its first (link-local) one.
 	gid_index() {

@@ -38,7 +38,7 @@ need_root check
 
 results=$REPO/build/results
 mkdir -p "$results"
-passed=0 failed=0 t_all=$(date +%s) times=()
+passed=0 failed=0 t_all=$(date +%s) times=() failures=()
 for s in "${want[@]}"; do
 	log "suite $s: $(describe "$s")"
 	t0=$(date +%s) rc=0
@@ -63,11 +63,16 @@ for s in "${want[@]}"; do
 	p=$(grep -c '^ok ' "$results/$s.tap" || true)
 	f=$(grep -c '^not ok ' "$results/$s.tap" || true)
 	grep '^not ok ' "$results/$s.tap" | sed "s/^/  $s: /" >&2 || true
+	while IFS= read -r line; do
+		failures+=("$s: $line")
+	done < <(grep '^not ok ' "$results/$s.tap" | cut -c1-240)
 	log "suite $s: $p passed, $f failed in $(($(date +%s) - t0)) s"
 	times+=("$(printf '%-12s %5d s  %4d passed  %3d failed' "$s" $(($(date +%s) - t0)) "$p" "$f")")
 	passed=$((passed + p)) failed=$((failed + f))
 done
 log "all suites done in $(($(date +%s) - t_all)) s; TAP in $results"
 printf '  %s\n' "${times[@]}" >&2
+# Again at the very end, where a log's tail shows them.
+[ "${#failures[@]}" -eq 0 ] || printf '  failed: %s\n' "${failures[@]}" >&2
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

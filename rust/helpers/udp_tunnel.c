@@ -176,6 +176,16 @@ const u8 *rust_skb_network_bytes(struct sk_buff *skb, u32 *len)
 }
 
 /*
+ * Copies @len bytes of @skb from @offset past the start of its UDP header
+ * into @to, linear or not: 0, or -EFAULT when the skb is shorter.
+ */
+int rust_skb_udp_bytes(const struct sk_buff *skb, u32 offset, void *to,
+		       u32 len)
+{
+	return skb_copy_bits(skb, skb_transport_offset(skb) + offset, to, len);
+}
+
+/*
  * Maps @len bytes of @skb's linear data at @p for @dev to read (a DMA
  * engine's source); 0 and *addr, or -ENOMEM.  The caller checked that the
  * range lies in the skb.

@@ -21,6 +21,8 @@ struct sk_buff *rust_udp_tunnel_alloc4(struct rust_udp_tunnel *t, int oif,
 				       u32 ip_len, u8 **data, int *err);
 int rust_udp_tunnel_xmit(struct rust_udp_tunnel *t, struct sk_buff *skb);
 const u8 *rust_skb_network_bytes(struct sk_buff *skb, u32 *len);
+int rust_skb_udp_bytes(const struct sk_buff *skb, u32 offset, void *to,
+		       u32 len);
 void rust_skb_free(struct sk_buff *skb, bool consumed);
 int rust_skb_dma_map(struct device *dev, struct sk_buff *skb, const u8 *p,
 		     u32 len, dma_addr_t *addr);

@@ -56,6 +56,12 @@ mod ffi {
         ) -> *mut c_void;
         pub(super) fn rust_udp_tunnel_xmit(t: *mut c_void, skb: *mut c_void) -> c_int;
         pub(super) fn rust_skb_network_bytes(skb: *mut c_void, len: *mut u32) -> *const u8;
+        pub(super) fn rust_skb_udp_bytes(
+            skb: *const c_void,
+            offset: u32,
+            to: *mut c_void,
+            len: u32,
+        ) -> c_int;
         pub(super) fn rust_skb_free(skb: *mut c_void, consumed: bool);
         pub(super) fn rust_skb_dma_map(
             dev: *mut c_void,
@@ -86,6 +92,19 @@ unsafe impl Send for Skb {}
 pub struct LinearSkb(Skb);
 
 impl Skb {
+    /// Copies the bytes at `offset` from the start of the UDP header into
+    /// `out`, wherever the skb keeps them (softirq context too); `false`
+    /// if the datagram is shorter.
+    pub fn udp_bytes(&self, offset: u32, out: &mut [u8]) -> bool {
+        let Ok(len) = u32::try_from(out.len()) else {
+            return false;
+        };
+        // SAFETY: `self` owns the skb; `out` is `len` writable bytes.
+        unsafe {
+            ffi::rust_skb_udp_bytes(self.0.as_ptr(), offset, out.as_mut_ptr().cast(), len) == 0
+        }
+    }
+
     /// Makes the datagram linear (its bytes in one place), for
     /// [`LinearSkb::network_bytes`]; `ENOMEM` if it could not be.
     pub fn linearize(self) -> core::result::Result<LinearSkb, Self> {

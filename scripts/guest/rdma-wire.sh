@@ -35,11 +35,18 @@ wire_pingpong() {
 	test "$crc" -eq 0 && test "$src" -eq 0 && grep -q "iters in" /tmp/wpp-client.log
 }
 
+# trace_wire WHAT: the requester's and responder's troubles so far, after
+# WHAT (a run that fails under load says where its retries went).
+trace_wire() {
+	echo "# wire counters after $1: ack_timeouts $(stat ack_timeouts), retransmits $(stat retransmits)," \
+		"rx_duplicates $(stat rx_duplicates), naks_sent $(stat naks_sent), naks_received $(stat naks_received)," \
+		"rnr_naks_sent $(stat rnr_naks_sent), rx_drop_queue_full $(stat rx_drop_queue_full)"
+}
+
 check "modprobe plx_rdma ifindex=$IFINDEX wire_local=1" modprobe plx_rdma ifindex="$IFINDEX" wire_local=1
 has_gid plx_rdma0 "$(ipv4_gid "$IP")"
 GIDX=$(wire_gid_index plx_rdma0 "$IP")
 check "plx_rdma0 has a RoCE v2 GID of $IP (index ${GIDX:-none})" test -n "$GIDX"
-echo "# UDP sockets before: $(grep -c ':12B7 ' /proc/net/udp) on port 4791"
 # placed SUM: payload bytes placed from received datagrams, by both paths.
 placed() { echo $(($(stat rx_payload_cpu_bytes) + $(stat rx_payload_engine_bytes))); }
 engine0=$(stat engine_bytes)
@@ -47,6 +54,7 @@ tx0=$(stat tx_packets)
 total=0
 for s in 1 4096 65536; do
 	check "RoCEv2: ibv_rc_pingpong -s $s -c, SEND/RECV both ways, verified" wire_pingpong "$s" 20
+	trace_wire "RoCEv2: ibv_rc_pingpong -s $s -c"
 	total=$((total + 2 * 20 * s))
 done
 # perftest's RDMA WRITE and READ bandwidth tests over the wire (not
@@ -64,9 +72,17 @@ wire_bw() {
 	[ "$crc" -eq 0 ] && [ "$src" -eq 0 ] || sed "s/^/# $tool server: /" /tmp/wbw-server.log
 	test "$crc" -eq 0 && test "$src" -eq 0
 }
+# rdma_cm over the wire: the connection manager's MADs leave QP1 as
+# RoCEv2 UD SENDs (Q_Key 0x80010000) and come back through the port.
+dg0=$(stat rx_datagrams)
+check "RoCEv2: rping through rdma_cm to $IP, 10 verified round trips" rping_pair "$IP"
+trace_wire "RoCEv2: rping through rdma_cm to $IP"
+check "the CM's MADs crossed the wire as UD SENDs (rx_datagrams $dg0 -> $(stat rx_datagrams))" \
+	test "$(stat rx_datagrams)" -ge $((dg0 + 3))
 for tool in ib_write_bw ib_read_bw; do
 	rx0=$(placed)
 	check "RoCEv2: $tool -s 65536 -n 50 completes" wire_bw "$tool"
+	trace_wire "RoCEv2: $tool -s 65536 -n 50 completes"
 	check "the $tool payload was placed ($rx0 -> $(placed) bytes, 3276800 more at least)" \
 		test "$(placed)" -ge $((rx0 + 50 * 65536))
 done
@@ -98,8 +114,10 @@ rdma statistic show link plx_rdma0/1 >/tmp/wire-rdma-stat.out 2>&1
 sed 's/^/# rdma statistic: /' /tmp/wire-rdma-stat.out
 check "rdma statistic shows the wire counters (rx_drop_bad_icrc $(stat rx_drop_bad_icrc))" \
 	grep -q "rx_drop_bad_icrc $(stat rx_drop_bad_icrc) " /tmp/wire-rdma-stat.out
-check "UDP port 4791 is closed with the last QP" sh -c "! grep -q ':12B7 ' /proc/net/udp"
+check "plx_rdma0 listens on UDP port 4791 while it exists (its GSI QP takes the CM's datagrams)" \
+	grep -q ':12B7 ' /proc/net/udp
 check "rmmod plx_rdma (wire_local)" rmmod plx_rdma
+check "UDP port 4791 is closed with the device" sh -c "! grep -q ':12B7 ' /proc/net/udp"
 
 # plx_rdma against rdma_rxe, the reference RoCEv2 stack: plx_rdma0 on one
 # end of a veth pair in this namespace, rxe0 on the other end in a second
@@ -149,7 +167,9 @@ has_gid rxe0 "$(ipv4_gid 10.78.0.2)"
 PGIDX=$(wire_gid_index plx_rdma0 10.78.0.1)
 RGIDX=$(wire_gid_index rxe0 10.78.0.2)
 check "interop: ibv_rc_pingpong, plx_rdma0 server, rxe0 client" interop_pingpong plx
+trace_wire "interop: ibv_rc_pingpong"
 check "interop: ibv_rc_pingpong, rxe0 server, plx_rdma0 client" interop_pingpong rxe
+trace_wire "interop: ibv_rc_pingpong"
 # RDMA WRITE and READ across: perftest's bandwidth tests, each device in
 # turn the server (the target of the WRITEs, the source of the READs).
 interop_bw() {
@@ -173,8 +193,19 @@ interop_bw() {
 	test "$crc" -eq 0 && test "$src" -eq 0
 }
 check "interop: ib_write_bw -s 65536 -n 20, rxe0 server, plx_rdma0 client" interop_bw ib_write_bw rxe
+trace_wire "interop: ib_write_bw -s 65536 -n 20"
 check "interop: ib_read_bw -s 65536 -n 20, plx_rdma0 server, rxe0 client" interop_bw ib_read_bw plx
+trace_wire "interop: ib_read_bw -s 65536 -n 20"
 check "interop: ib_read_bw -s 65536 -n 20, rxe0 server, plx_rdma0 client" interop_bw ib_read_bw rxe
+trace_wire "interop: ib_read_bw -s 65536 -n 20"
+# rdma_cm across the two stacks: REQ, REP and RTU as datagrams between
+# the GSI QPs, then rping's SENDs, READs and WRITEs on the RC QPs.
+check "interop: rping through rdma_cm, plx_rdma0 server, rxe0 client, verified" \
+	rping_pair 10.78.0.1 - plxpeer
+trace_wire "interop: rping through rdma_cm"
+check "interop: rping through rdma_cm, rxe0 server, plx_rdma0 client, verified" \
+	rping_pair 10.78.0.2 plxpeer -
+trace_wire "interop: rping through rdma_cm"
 # Known bug, not run and not counted: with rxe0 writing 20 messages of
 # 64 KiB into plx_rdma0, which places each packet with one engine copy and
 # so makes rxe retransmit hundreds of packets, plx_rdma0 answered the

@@ -94,11 +94,16 @@ check "ib_send_lat with its default inline data completes on plx_rdma0" perf_pai
 # rping: rdma_cm resolves $IP to plx_rdma0, the connection manager's
 # messages travel as MADs on the GSI QP, then the client and the server
 # exchange SENDs and RDMA READ/WRITEs, checking every buffer (-V).
+# rping_pair [ADDR [SERVER-NETNS [CLIENT-NETNS]]]: the server on ADDR
+# ($IP), each side in the network namespace named ("-" or none: this one).
 rping_pair() {
-	rping -s -a "$IP" -C 10 -S 4096 -V >/tmp/rping-server.log 2>&1 &
+	addr=${1:-$IP} sx='' cx=''
+	[ "${2:--}" = - ] || sx="/usr/sbin/ip netns exec $2"
+	[ "${3:--}" = - ] || cx="/usr/sbin/ip netns exec $3"
+	timeout 90 $sx rping -s -a "$addr" -C 10 -S 4096 -V >/tmp/rping-server.log 2>&1 &
 	srv=$!
 	sleep 1
-	rping -c -a "$IP" -C 10 -S 4096 -V -v >/tmp/rping-client.log 2>&1
+	timeout 60 $cx rping -c -a "$addr" -C 10 -S 4096 -V -v >/tmp/rping-client.log 2>&1
 	crc=$?
 	wait "$srv"
 	src=$?
@@ -152,7 +157,10 @@ sed 's/^/# /' /tmp/verbs-fuzz.tap
 kselftest_points /tmp/verbs-fuzz.tap
 
 # The same kselftests on rdma_rxe, the behavioural oracle (on lo: the
-# guest has no other netdev), then the differential comparison.
+# guest has no other netdev), then the differential comparison.  Both
+# stacks listen on UDP port 4791 of their netdev's namespace, so
+# plx_rdma0 goes first.
+check "rmmod plx_rdma" rmmod plx_rdma
 check "modprobe rdma_rxe" modprobe rdma_rxe
 check "rdma link add rxe0 type rxe netdev lo" rdma link add rxe0 type rxe netdev lo
 DIVERGENCES=/guest/rxe_divergences
@@ -171,8 +179,6 @@ printf '%s\n' "$diffout" | sed 's/^/# /'
 check "plx_rdma0 and rxe0 give the same outcomes ($(printf '%s' "$diffout" | head -n 1))" test "$drc" -eq 0
 check "rdma link delete rxe0" rdma link delete rxe0
 check "rmmod rdma_rxe" rmmod rdma_rxe
-
-check "rmmod plx_rdma" rmmod plx_rdma
 # RoCEv2 on the wire: SEND/RECV and RDMA WRITE as UDP datagrams, hostile
 # datagrams from a raw socket, and (kernel permitting) rxe on a veth pair.
 . /guest/rdma-wire.sh

@@ -136,6 +136,22 @@ impl<const N: usize> KernelScatter<N> {
 }
 
 impl<const N: usize> KernelGather<N> {
+    /// Reads the list from `offset` into `out` (as far as the list
+    /// reaches); returns how many bytes were read.
+    pub fn read_at(&self, offset: u64, out: &mut [u8]) -> usize {
+        let mut to = 0usize;
+        self.pieces(offset, out.len() as u64, |addr, n| {
+            // SAFETY: `addr` is `n` readable bytes of the consumer's memory
+            // (type invariant); `out[to..to + n]` lies inside `out`, since
+            // the pieces cover at most `out.len()` bytes.
+            unsafe {
+                core::ptr::copy(addr as *const u8, out.as_mut_ptr().add(to), n);
+            }
+            to += n;
+        });
+        to
+    }
+
     /// Copies the whole list into `dst` at `dst_offset` (as far as `dst`
     /// reaches); returns how many bytes were copied.
     pub fn copy_to<const M: usize>(&self, dst: &mut KernelScatter<M>, dst_offset: u64) -> u64 {

@@ -368,6 +368,15 @@ pub const WC_WITH_IMM: u32 = 1 << 1;
 /// `IB_WC_WITH_NETWORK_HDR_TYPE`: `network_hdr_type` is set.
 pub const WC_WITH_NETWORK_HDR_TYPE: u32 = 1 << 6;
 
+/// `enum rdma_network_type`: the network header of a RoCE datagram.
+pub mod network_type {
+    /// RoCEv2 over IPv4: the IPv4 header is in the last 20 bytes of the
+    /// 40 in front of the payload.
+    pub const IPV4: u32 = 2;
+    /// RoCEv2 over IPv6: the 40 bytes are the IPv6 header.
+    pub const IPV6: u32 = 3;
+}
+
 /// `enum ib_qp_state`.
 pub mod qp_state {
     /// Reset.

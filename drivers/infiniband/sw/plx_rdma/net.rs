@@ -24,6 +24,8 @@
 use crate::{
     module_queue::{self, QueueKind},
     rc,
+    rdma::types::qp_type,
+    ud,
     udp_tunnel::{LinearSkb, Receiver, Skb, UdpTunnel},
     wire::{
         bth::Bth,
@@ -108,12 +110,20 @@ wire_stats! {
     rx_drop_bad_header,
     /// Dropped: the ICRC is wrong.
     rx_drop_bad_icrc,
-    /// Dropped: not a reliable-connected opcode.
-    rx_drop_not_rc,
+    /// Dropped: neither a reliable-connected nor a datagram opcode.
+    rx_drop_transport,
     /// Dropped: no QP of that number.
     rx_drop_no_qp,
-    /// Dropped: the QP is not an RC QP (RC traffic to QP1 included).
+    /// Dropped: the QP is not of the packet's transport (RC traffic to
+    /// QP1 included).
     rx_drop_qp_type,
+    /// Datagrams (UD SEND) a receive took.
+    rx_datagrams,
+    /// Dropped: a datagram whose Q_Key is not its QP's, or for a QP that
+    /// takes none in its state.
+    rx_drop_qkey,
+    /// Dropped: a datagram for a QP with no receive posted.
+    rx_drop_no_recv,
     /// Dropped: the QP is not connected over the wire to the sender's
     /// address.
     rx_drop_wrong_source,
@@ -202,7 +212,8 @@ impl Port {
             try_pin_init!(Rx {
                 dev,
                 q <- new_spinlock_irq!(RxQueue {
-                    ring: WorkQueue::new(RX_QUEUE)?,
+                    answers: WorkQueue::new(RX_QUEUE)?,
+                    requests: WorkQueue::new(RX_QUEUE)?,
                     running: false,
                     dead: false,
                 }, "plx_rdma_rx"),
@@ -317,7 +328,13 @@ impl Port {
 }
 
 struct RxQueue {
-    ring: WorkQueue<Skb>,
+    /// Acknowledges and READ responses: taken first, so that a backlog of
+    /// requests this device answers (each placed by the engine) does not
+    /// hold up the answers its own requesters wait for, and their timers
+    /// do not fire while the peer is merely busy.
+    answers: WorkQueue<Skb>,
+    /// Everything else: requests, datagrams, and what does not parse.
+    requests: WorkQueue<Skb>,
     /// The work item is queued or running.
     running: bool,
     /// Shut down: nothing is queued any more.
@@ -344,32 +361,38 @@ impl_has_work! {
 impl Receiver for Rx {
     fn receive(this: ArcBorrow<'_, Self>, skb: Skb) {
         let stats = &this.dev.wire_stats;
-        let refused = {
-            let mut q = this.q.lock();
-            if q.dead {
-                Some(skb)
+        // The BTH's opcode follows the 8 bytes of the UDP header.
+        let mut opcode = [0u8; 1];
+        let answer = skb.udp_bytes(UdpHeader::LEN as u32, &mut opcode)
+            && OpInfo::lookup(opcode[0]).is_some_and(|i| !i.is_request());
+        // (refused skb, whether the work item must be queued)
+        let (refused, kick) = {
+            let mut guard = this.q.lock();
+            let q = &mut *guard;
+            let ring = if answer {
+                &mut q.answers
             } else {
-                match q.ring.try_push(skb) {
-                    Ok(()) => {
-                        if !q.running {
-                            q.running = true;
-                            drop(q);
-                            // Not queued yet (`running` was clear): it is.
-                            // High priority: packets are taken in softirq
-                            // by rxe, and a busy-polling verbs user must
-                            // not starve the ACKs its peer waits for.
-                            let _ =
-                                module_queue::queue(QueueKind::HighPri).enqueue(Arc::from(this));
-                        }
-                        None
-                    }
+                &mut q.requests
+            };
+            if q.dead {
+                (Some(skb), false)
+            } else {
+                match ring.try_push(skb) {
+                    // Not queued yet (`running` was clear): it is, below.
+                    Ok(()) => (None, !core::mem::replace(&mut q.running, true)),
                     Err(skb) => {
                         WireStats::inc(&stats.rx_drop_queue_full);
-                        Some(skb)
+                        (Some(skb), false)
                     }
                 }
             }
         };
+        if kick {
+            // High priority: packets are taken in softirq by rxe, and a
+            // busy-polling verbs user must not starve the ACKs its peer
+            // waits for.
+            let _ = module_queue::queue(QueueKind::HighPri).enqueue(Arc::from(this));
+        }
         // Freed outside the lock.
         drop(refused);
     }
@@ -383,7 +406,7 @@ impl Rx {
             let skb = {
                 let mut q = self.q.lock();
                 q.dead = true;
-                q.ring.pop()
+                q.answers.pop().or_else(|| q.requests.pop())
             };
             if skb.is_none() {
                 break;
@@ -399,7 +422,7 @@ impl Rx {
     fn next(&self) -> Option<Skb> {
         let mut q = self.q.lock();
         if !q.dead {
-            if let Some(skb) = q.ring.pop() {
+            if let Some(skb) = q.answers.pop().or_else(|| q.requests.pop()) {
                 return Some(skb);
             }
         }
@@ -441,15 +464,27 @@ impl Rx {
             WireStats::inc(&stats.rx_drop_bad_icrc);
             return false;
         }
-        if pkt.info.transport != Transport::Rc {
-            WireStats::inc(&stats.rx_drop_not_rc);
-            return false;
-        }
+        let datagram = match pkt.info.transport {
+            Transport::Rc => false,
+            Transport::Ud => true,
+            _ => {
+                WireStats::inc(&stats.rx_drop_transport);
+                return false;
+            }
+        };
         let Some(qp) = self.dev.find_qp(pkt.bth.dest_qp) else {
             WireStats::inc(&stats.rx_drop_no_qp);
             return false;
         };
-        if qp.qp_type != crate::rdma::types::qp_type::RC {
+        if datagram {
+            // Datagrams are not connected: any source may send one.
+            if qp.qp_type != qp_type::GSI {
+                WireStats::inc(&stats.rx_drop_qp_type);
+                return false;
+            }
+            return ud::on_datagram(&qp, dg.ip_udp, &pkt);
+        }
+        if qp.qp_type != qp_type::RC {
             WireStats::inc(&stats.rx_drop_qp_type);
             return false;
         }

@@ -319,6 +319,18 @@ impl Driver for PlxRdma {
             }
             let qp = new(GSI_QPN)?;
             *slot = Some(qp.clone());
+            drop(slot);
+            // The connection manager's peers send to UDP port 4791 at
+            // any time: the device listens from the start, as rxe does.
+            // Where another stack has the port, MADs stay on this host
+            // until the port is free when one is sent.
+            if let Err(e) = qp.attach_port() {
+                pr_info!(
+                    "UDP port {} not taken ({:?}): connection management over the wire waits for it\n",
+                    crate::wire::ip::ROCE_PORT,
+                    e
+                );
+            }
             return Ok((qp, GSI_QPN));
         }
         // A mutex: the QP is built (allocating) with its number taken.

@@ -281,21 +281,8 @@ impl Qp {
         let wire = self.qp_type == qp_type::RC
             && mask & qp_mask::AV != 0
             && (attr.dest_local == 0 || self.dev.wire_local);
-        if wire && self.state.lock().port.is_none() {
-            let port = self.dev.wire_get()?;
-            let mut st = self.state.lock();
-            let spare = match st.port {
-                None if !st.dead => {
-                    st.port = Some(port);
-                    None
-                }
-                _ => Some(port),
-            };
-            drop(st);
-            if let Some(p) = spare {
-                drop(p);
-                self.dev.wire_put();
-            }
+        if wire {
+            self.attach_port()?;
         }
         let mut st = self.state.lock();
         let cur = if mask & qp_mask::CUR_STATE != 0 {
@@ -779,6 +766,31 @@ impl Qp {
             mtu,
         };
         Some((port, path))
+    }
+
+    /// The device's UDP port, taken for this QP if it holds none yet
+    /// (paired with the [`Device::wire_put`] at destroy); may sleep, and
+    /// fails if another RoCE stack owns the port or the QP is going.
+    pub(crate) fn attach_port(self: &Arc<Self>) -> Result<Arc<Port>> {
+        if let Some(p) = self.state.lock().port.clone() {
+            return Ok(p);
+        }
+        let port = self.dev.wire_get()?;
+        let mut st = self.state.lock();
+        let (held, spare) = match &st.port {
+            None if !st.dead => {
+                st.port = Some(port.clone());
+                (Ok(port), None)
+            }
+            Some(p) => (Ok(p.clone()), Some(port)),
+            None => (Err(ENODEV), Some(port)),
+        };
+        drop(st);
+        if let Some(p) = spare {
+            drop(p);
+            self.dev.wire_put();
+        }
+        held
     }
 
     /// Lets the device's port go (destroy, after [`Self::shut_down`]).

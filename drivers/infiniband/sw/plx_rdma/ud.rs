@@ -3,24 +3,37 @@
 //! Datagrams: the GSI QP (QP1), on which ib_core's MAD layer carries the
 //! connection manager's messages (what rdma_cm and `rping` connect with).
 //!
-//! A datagram goes to the QP its request names, on the port whose GID its
-//! address handle names; the loopback fabric reaches only this port's
-//! GIDs. Unreliable transport acknowledges nothing: the send completes
-//! once the datagram has left, whether or not a receive took it. The
-//! receiver finds the network header (`GRH_BYTES`) in front of the
+//! A datagram goes to the QP its request names. To one of the port's own
+//! GIDs it takes the loopback fabric (unless `wire_local`); to any other
+//! address it goes on the wire as a RoCEv2 UD SEND (BTH, DETH with the
+//! Q_Key and the sending QP, ImmDt, ICRC), as rxe sends the MADs of its
+//! connection manager, and the device's UDP port takes the datagrams of
+//! rxe's in turn. Unreliable transport acknowledges nothing: the send
+//! completes once the datagram has left, whether or not a receive took it.
+//! The receiver finds the network header (`GRH_BYTES`) in front of the
 //! payload and its completion says which kind (`network_hdr_type`), as
-//! from rxe, so ib_core can build the reply's address from it.
+//! from rxe, so ib_core can build the reply's address from it: on the
+//! wire, the IPv4 header as received.
 //!
 //! Both ends are kernel consumers' QPs: the data is kernel memory
 //! (`KernelSgl`), copied by the CPU; MADs are 256 bytes.
 
 use crate::rdma::types::{
-    wc_opcode, wc_status, wr_opcode, Wc, GRH_BYTES, WC_GRH, WC_WITH_IMM, WC_WITH_NETWORK_HDR_TYPE,
+    network_type, send_flags, wc_opcode, wc_status, wr_opcode, UdDest, Wc, GRH_BYTES, WC_GRH,
+    WC_WITH_IMM, WC_WITH_NETWORK_HDR_TYPE,
 };
 use crate::{
     exec::Outcome,
-    qp::{Qp, SendWqe},
+    net::{src_port, Path, WireStats},
+    qp::{KernelSendList, Qp, SendWqe},
     stats::Stats,
+    wire::{
+        bth::Bth,
+        ext::{Deth, ImmDt},
+        ip::Ipv4Header,
+        opcode::code as op,
+        packet::{ExtHeaders, Packet},
+    },
 };
 use kernel::sync::Arc;
 
@@ -41,18 +54,18 @@ pub(crate) fn send(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
         Stats::add(&stats.datagrams_dropped, 1);
         Outcome::Done(byte_len)
     };
-    if ud.local == 0 {
-        return dropped();
-    }
-    let Some(peer) = qp.dev.find_qp(ud.remote_qpn) else {
-        return dropped();
-    };
     // A Q_Key with its high bit set means the sending QP's own (what
     // ib_mad posts, IB_QP_SET_QKEY).
     let qkey = if ud.remote_qkey & QKEY_USE_QP != 0 {
         qp.qkey()
     } else {
         ud.remote_qkey
+    };
+    if ud.local == 0 || qp.dev.wire_local {
+        return send_wire(qp, wqe, src, ud, qkey);
+    }
+    let Some(peer) = qp.dev.find_qp(ud.remote_qpn) else {
+        return dropped();
     };
     if !peer.accepts_datagram(qkey) {
         return dropped();
@@ -91,4 +104,145 @@ pub(crate) fn send(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
     }
     peer.complete_recv(wc, false);
     Outcome::Done(byte_len)
+}
+
+/// Where a datagram addressed by `ud` goes on the wire: IPv4 only (the
+/// addresses and the header's traffic class and hop limit come from the
+/// network header the address handle built).
+fn wire_path(qp: &Qp, ud: &UdDest, mtu: usize) -> Option<Path> {
+    if ud.net_type != network_type::IPV4 {
+        return None;
+    }
+    // The IPv4 header sits in the last 20 bytes (`rdma_network_hdr`).
+    let ip = ud.header.get(GRH_BYTES - Ipv4Header::LEN..)?;
+    let field = |at: usize| -> Option<[u8; 4]> { ip.get(at..at + 4)?.try_into().ok() };
+    Some(Path {
+        src: field(12)?,
+        dst: field(16)?,
+        dest_qp: ud.remote_qpn,
+        src_port: src_port(qp.qpn),
+        tos: ip[1],
+        ttl: match ip[8] {
+            0 => 64,
+            t => t,
+        },
+        local: ud.local != 0,
+        mtu,
+    })
+}
+
+/// Sends the datagram of `wqe` as one RoCEv2 UD SEND; the device's port
+/// is taken now if the QP holds none yet (another stack had it).
+fn send_wire(qp: &Arc<Qp>, wqe: &SendWqe, src: &KernelSendList, ud: &UdDest, qkey: u32) -> Outcome {
+    let byte_len = src.len();
+    let dropped = || {
+        Stats::add(&qp.dev.stats.datagrams_dropped, 1);
+        Outcome::Done(byte_len as u32)
+    };
+    let Ok(port) = qp.attach_port() else {
+        return dropped();
+    };
+    let Some(path) = wire_path(qp, ud, port.mtu_cap()) else {
+        return dropped();
+    };
+    // A datagram is one packet.
+    if byte_len > path.mtu as u64 {
+        return Outcome::Failed(wc_status::LOC_LEN_ERR);
+    }
+    let imm = wqe.opcode == wr_opcode::SEND_WITH_IMM;
+    let psn = {
+        let mut st = qp.state.lock();
+        let psn = st.rc.sq_psn;
+        st.rc.sq_psn = psn.next();
+        psn
+    };
+    let bth = Bth {
+        opcode: if imm {
+            op::UD_SEND_ONLY_WITH_IMMEDIATE
+        } else {
+            op::UD_SEND_ONLY
+        },
+        solicited: wqe.flags & send_flags::SOLICITED != 0,
+        pkey: Bth::DEFAULT_PKEY,
+        dest_qp: ud.remote_qpn,
+        psn,
+        ..Bth::default()
+    };
+    let ext = ExtHeaders {
+        deth: Some(Deth {
+            qkey,
+            src_qp: qp.qpn,
+        }),
+        imm_dt: imm.then_some(ImmDt(u32::from_be(wqe.imm_data))),
+        ..ExtHeaders::default()
+    };
+    let fill = |out: &mut [u8]| {
+        src.read_at(0, out);
+        Ok(())
+    };
+    // Unreliable: a datagram the stack could not send is lost, as one
+    // lost on the wire would be (counted in `tx_errors`).
+    let _ = port.send(
+        &qp.dev.wire_stats,
+        &path,
+        &bth,
+        &ext,
+        byte_len as usize,
+        fill,
+    );
+    Stats::add(&qp.dev.stats.datagrams, 1);
+    Stats::add(&qp.dev.stats.cpu_bytes, byte_len);
+    Outcome::Done(byte_len as u32)
+}
+
+/// A UD SEND from the wire for `qp`, a datagram QP; `ip` is the IPv4
+/// header it came with. Returns whether a receive took it.
+pub(crate) fn on_datagram(qp: &Qp, ip: &[u8], pkt: &Packet<'_>) -> bool {
+    let stats = &qp.dev.wire_stats;
+    let Some(deth) = pkt.ext.deth else {
+        WireStats::inc(&stats.rx_drop_bad_header);
+        return false;
+    };
+    if !qp.accepts_datagram(deth.qkey) {
+        WireStats::inc(&stats.rx_drop_qkey);
+        return false;
+    }
+    let Some(mut recv) = qp.take_recv() else {
+        WireStats::inc(&stats.rx_drop_no_recv);
+        return false;
+    };
+    let payload = pkt.payload();
+    let mut wc = Wc {
+        wr_id: recv.wr_id,
+        status: wc_status::SUCCESS,
+        opcode: wc_opcode::RECV,
+        qp_num: qp.qpn,
+        src_qp: deth.src_qp,
+        ..Wc::default()
+    };
+    let need = (GRH_BYTES + payload.len()) as u64;
+    let (Some(dst), Some(ip)) = (
+        recv.kmem.as_mut().filter(|d| d.len() >= need),
+        ip.get(..Ipv4Header::LEN),
+    ) else {
+        // Too short for the datagram: the receive fails.
+        wc.status = wc_status::LOC_LEN_ERR;
+        qp.complete_recv(wc, false);
+        return true;
+    };
+    let mut header = [0u8; GRH_BYTES];
+    header[GRH_BYTES - Ipv4Header::LEN..].copy_from_slice(ip);
+    dst.write_at(0, &header);
+    dst.write_at(GRH_BYTES as u64, payload);
+    WireStats::inc(&stats.rx_datagrams);
+    Stats::add(&qp.dev.stats.cpu_bytes, payload.len() as u64);
+    wc.byte_len = need as u32;
+    wc.wc_flags = WC_GRH | WC_WITH_NETWORK_HDR_TYPE;
+    wc.network_hdr_type = network_type::IPV4;
+    if let Some(imm) = pkt.ext.imm_dt {
+        wc.imm_data = imm.0.to_be();
+        wc.wc_flags |= WC_WITH_IMM;
+    }
+    qp.complete_recv(wc, pkt.bth.solicited);
+    true
 }
