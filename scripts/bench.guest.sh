@@ -202,7 +202,7 @@ perf_run() { # DEV TOOL ARGS...: one server/client pair on 127.0.0.1
 # rxe first: it needs UDP port 4791 here, which plx_rdma takes when free
 # (the loopback benchmarks never use it).
 if modprobe rust_plx_dma && modprobe ib_uverbs && modprobe rdma_rxe &&
-	rdma link add rxe0 type rxe netdev lo && modprobe plx_rdma; then
+	rdma link add rxe0 type rxe netdev lo && modprobe plx_rdma ifindex=1; then
 	# Both ports are RoCE on lo: each uses its IPv4-mapped GID of
 	# 127.0.0.1, or else its first (link-local) one.
 	gid_index() {

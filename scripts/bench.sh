@@ -24,10 +24,7 @@ rm -rf "$out"
 mkdir -p "$out"
 rc=0
 user=$("$REPO/scripts/user-build.sh") || die "the uAPI benchmark did not build"
-mapfile -t files < <("$REPO/scripts/rdma-userland.sh")
-[ "${#files[@]}" -gt 0 ] || die "the RDMA user space did not build"
-extras=()
-for f in "${files[@]}"; do extras+=(-a "$f"); done
+rdma_userland || die "the RDMA user space did not build"
 # The emulator's two DMA paths, each in its own boot: the mapped one
 # (guest memory through the fds QEMU hands over with DMA_MAP) with the
 # whole bench, the message one (every access a VFIO_USER_DMA_READ/WRITE

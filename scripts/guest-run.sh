@@ -21,6 +21,8 @@
 #                    emulator's ctl command), logged to
 #                    build/results/NAME.hostctl.log.
 #     -a SRC:DST     copy SRC into the initramfs at DST (repeatable)
+#     -q ARG         one more argument for QEMU (repeatable; e.g. a NIC and
+#                    its network backend)
 #     -i             interactive: the console is this terminal (make shell)
 #     -I             count instructions: QEMU's icount with shift 0, under
 #                    which the guest clock advances one nanosecond per guest
@@ -34,8 +36,8 @@
 . "$(dirname "$0")/lib.sh"
 
 name=guest flavour=test timeout=900 interactive=0 ctl= icount=()
-devices=() extras=()
-while getopts "n:k:t:d:a:c:iI" opt; do
+devices=() extras=() qemu_extra=()
+while getopts "n:k:t:d:a:c:q:iI" opt; do
 	case "$opt" in
 	n) name=$OPTARG ;;
 	k) flavour=$OPTARG ;;
@@ -43,6 +45,7 @@ while getopts "n:k:t:d:a:c:iI" opt; do
 	d) devices+=("$OPTARG") ;;
 	a) extras+=("$OPTARG") ;;
 	c) ctl=$OPTARG ;;
+	q) qemu_extra+=("$OPTARG") ;;
 	i) interactive=1 ;;
 	I) icount=(-icount shift=0,sleep=off) ;;
 	*) die "usage: guest-run.sh [-n NAME] [-k FLAVOUR] [-t S] [-d NAME=CMD] [-a SRC:DST] [-i] [-I] SCRIPT" ;;
@@ -110,7 +113,7 @@ append+=" no5lvl"
 qemu=(qemu-system-x86_64 -machine q35,memory-backend=mem,kernel-irqchip=split -accel tcg "${icount[@]}"
 	-cpu max -smp 2 -m 1G -object memory-backend-memfd,id=mem,size=1G,share=on
 	-device intel-iommu,caching-mode=on,intremap=on
-	"${qemu_dev[@]}"
+	"${qemu_dev[@]}" "${qemu_extra[@]}"
 	-display none -no-reboot -kernel "$kb/arch/x86/boot/bzImage" -initrd "$run/initrd.gz")
 
 if [ "$interactive" = 1 ]; then

@@ -108,6 +108,16 @@ kill_tree() {
 	kill "-$sig" "$pid" 2>/dev/null || true
 }
 
+# rdma_userland: sets the array `extras` to the -a options that put the
+# RDMA user space (provider, tools, libraries) into a guest; false if it
+# did not build.
+rdma_userland() {
+	local files f
+	mapfile -t files < <("$REPO/scripts/rdma-userland.sh") && [ "${#files[@]}" -gt 0 ] || return 1
+	extras=()
+	for f in "${files[@]}"; do extras+=(-a "$f"); done
+}
+
 # run_emulated_guest NAME CHANNELS TIMEOUT GUEST_SCRIPT [guest-run options]
 # Boots the guest NAME with one emulator process serving CHANNELS PLX
 # functions (extra emulator arguments in $EMU_ARGS) and the guest dmatest

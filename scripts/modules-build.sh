@@ -25,6 +25,9 @@ test | bench)
 	kdir=$("$REPO/scripts/kernel-build.sh" "$target")
 	out=${MODULES_OUT:-$REPO/build/modules/$target}
 	mkdir -p "$out"
+	# One build at a time in a tree (two guests may boot at once).
+	exec 9>"$out/.build.lock"
+	flock 9
 	in_root make -s -C "$kdir" M="$REPO" MO="$out" LLVM=1 "${werror[@]}" "$@" modules 2>&1 |
 		tee "$out/build.log" >&2
 	# Warnings from tools past the compilers (objtool, modpost) fail too.

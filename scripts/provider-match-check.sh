@@ -35,12 +35,15 @@ fake_dev() {
 	echo "231:$((192 + $1))" >"$uv/dev"
 	echo "1: CA" >"$ib/node_type"
 	printf '0000:0000:0000:%04x\n' "$1" >"$ib/node_guid"
+	[ -z "${4:-}" ] || echo "$4" >"$ib/node_desc"
 	: >"$st/dev/infiniband/uverbs$1"
 }
 fake_dev 0 plx_rdma0 1    # ours
 fake_dev 1 plx_rdma1 2    # ours by name, but an ABI we do not speak
 fake_dev 2 myNplx_rdma0 1 # VERBS_NAME_MATCH's pattern takes it; we must not
 fake_dev 3 rxe0 1         # rxe's
+fake_dev 4 plx0 1 plx_rdma # ours, named by `rdma link add`
+fake_dev 5 other0 1 mlx5_0 # nobody's here
 
 devices() {
 	{ env -i IBV_SHOW_WARNINGS=1 "$(command -v chroot)" "$st" /usr/bin/ibv_devices 2>&1 || true; } |
@@ -66,6 +69,8 @@ expect "plx_rdma1 (ABI 2) is refused for its ABI" \
 	'Driver plx_rdma does not support the kernel ABI of 2 .*plx_rdma1'
 expect "myNplx_rdma0 is not claimed" 'no userspace device-specific driver found for myNplx_rdma0'
 expect "rxe0 is still rxe's" '^[[:space:]]+rxe0[[:space:]]+0000000000000003$'
+expect "plx0 (any name, node description plx_rdma) is claimed" '^[[:space:]]+plx0[[:space:]]+0000000000000004$'
+expect "other0 (another node description) is not claimed" 'no userspace device-specific driver found for other0'
 
 rm "$st/etc/libibverbs.d/plx_rdma.driver"
 out=$(devices)

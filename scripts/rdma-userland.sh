@@ -19,8 +19,8 @@
 #   /usr/lib/<multiarch>/libibverbs/ the providers (libibverbs' compiled-in
 #                                    VERBS_PROVIDER_DIR)
 #   /etc/libibverbs.d/{rxe,plx_rdma}.driver
-#   /usr/bin/<tool>, /usr/sbin/ip    (busybox's /bin/ip comes first in PATH;
-#                                    call iproute2's as /usr/sbin/ip)
+#   /usr/bin/<tool>, /usr/sbin/{ip,tc} (busybox's come first in PATH;
+#                                    call iproute2's by their paths)
 
 . "$(dirname "$0")/lib.sh"
 exec 3>&1 1>&2
@@ -42,10 +42,10 @@ list=$(in_root bash -c '
 	libdir=/usr/lib/$(gcc -print-multiarch)
 	bins=()
 	for t in ibv_devinfo ibv_devices ibv_rc_pingpong rping rstream rdma_server rdma_client ib_write_bw \
-		ib_read_bw ib_send_lat rdma ip; do
+		ib_read_bw ib_send_lat rdma ip tc; do
 		f=$(command -v "$t") || { echo "missing tool $t" >&2; exit 1; }
 		bins+=("$f")
-		case $t in ip) echo "$(readlink -f "$f") /usr/sbin/ip" ;;
+		case $t in ip | tc) echo "$(readlink -f "$f") /usr/sbin/$t" ;;
 		*) echo "$(readlink -f "$f") /usr/bin/$t" ;; esac
 	done
 	echo "$(readlink -f "$rxe") $provdir/$(basename "$rxe")"

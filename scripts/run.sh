@@ -11,13 +11,11 @@ t0=$(date +%s)
 rc=0
 selftests=$("$REPO/scripts/user-build.sh") || die "the uAPI example did not build"
 rdma=$("$REPO/scripts/rdma-user-build.sh") || die "the RDMA example did not build"
-mapfile -t files < <("$REPO/scripts/rdma-userland.sh")
-[ "${#files[@]}" -gt 0 ] || die "the RDMA user space did not build"
-extras=()
-for f in "${files[@]}"; do extras+=(-a "$f"); done
+rdma_userland || die "the RDMA user space did not build"
 run_emulated_guest run 2 900 "$REPO/scripts/guest/demo.sh" \
 	-a "$selftests/plx_dma_copy_example:/usr/local/bin/plx_dma_copy_example" \
-	-a "$rdma/plx_rdma_write:/usr/local/bin/plx_rdma_write" "${extras[@]}" >&2 || rc=$?
+	-a "$rdma/plx_rdma_write:/usr/local/bin/plx_rdma_write" \
+	-a "$REPO/scripts/guest/roce.sh:/guest/roce.sh" "${extras[@]}" >&2 || rc=$?
 tap=$REPO/build/results/run.guest.tap
 echo
 # The tour the guest printed, then its test points, then one screen that

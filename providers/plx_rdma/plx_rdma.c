@@ -34,6 +34,8 @@
 
 /* The ib_device name prefix the kernel driver registers (plx_rdma%d). */
 #define PLX_RDMA_NAME_PREFIX	"plx_rdma"
+/* The node description it gives every device, whatever its name. */
+#define PLX_RDMA_NODE_DESC	"plx_rdma"
 /* ib_device_ops.uverbs_abi_ver of the kernel driver. */
 #define PLX_RDMA_ABI_VERSION	1
 
@@ -1226,17 +1228,26 @@ static const struct verbs_match_ent plx_rdma_match_table[] = {
 };
 
 /*
- * Called after the table match, whatever its result.  Also refuse any
- * device that has a driver_id: an rxe (or other) device someone named
- * plx_rdma0 expects its own provider's udata and mmap'ed queues, and this
- * provider would only confuse its kernel driver.
+ * Called after the table match, whatever its result.  A device made with
+ * `rdma link add NAME type plx` has the name its user gave it, so the
+ * node description the kernel driver sets ("plx_rdma") claims it too.
+ * Any device that has a driver_id is refused: an rxe (or other) device
+ * someone named plx_rdma0 expects its own provider's udata and mmap'ed
+ * queues, and this provider would only confuse its kernel driver.
  */
 static bool plx_rdma_match_device(struct verbs_sysfs_dev *sysfs_dev)
 {
-	return sysfs_dev->match &&
-	       sysfs_dev->driver_id == RDMA_DRIVER_UNKNOWN &&
-	       !strncmp(sysfs_dev->ibdev_name, PLX_RDMA_NAME_PREFIX,
-			strlen(PLX_RDMA_NAME_PREFIX));
+	char desc[64];
+
+	if (sysfs_dev->driver_id != RDMA_DRIVER_UNKNOWN)
+		return false;
+	if (sysfs_dev->match &&
+	    !strncmp(sysfs_dev->ibdev_name, PLX_RDMA_NAME_PREFIX,
+		     strlen(PLX_RDMA_NAME_PREFIX)))
+		return true;
+	return ibv_read_ibdev_sysfs_file(desc, sizeof(desc), sysfs_dev,
+					 "node_desc") > 0 &&
+	       !strcmp(desc, PLX_RDMA_NODE_DESC);
 }
 
 static const struct verbs_device_ops plx_rdma_dev_ops = {

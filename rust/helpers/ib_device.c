@@ -25,6 +25,7 @@
 #include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_mad.h>
+#include <rdma/rdma_netlink.h>
 #include <rdma/uverbs_ioctl.h>
 
 #include "ib_device.h"
@@ -93,6 +94,8 @@ struct rust_ib_dev {
 	/* The port's counters for `rdma statistic` (names owned by the driver). */
 	struct rdma_stat_desc *stat_descs;
 	u32 num_stats;
+	/* `rdma link delete` may unregister it (IBK_ALLOW_USER_UNREG). */
+	bool user_unreg;
 };
 
 struct rust_ib_ucontext {
@@ -194,6 +197,8 @@ static int rib_query_device(struct ib_device *ibdev, struct ib_device_attr *a,
 	a->local_ca_ack_delay = 15;
 	a->max_ah = c->max_qp * 64;
 	a->kernel_cap_flags = IBK_LOCAL_DMA_LKEY;
+	if (to_rdev(ibdev)->user_unreg)
+		a->kernel_cap_flags |= IBK_ALLOW_USER_UNREG;
 	return 0;
 }
 
@@ -762,8 +767,19 @@ static const struct ib_device_ops rust_ib_stats_ops = {
 	.get_hw_stats = rib_get_hw_stats,
 };
 
+/*
+ * ib_core's last call on a registered device, from whichever
+ * unregistration came first (the driver's or `rdma link delete`); ib_core
+ * frees the device once its last reference goes.
+ */
+static void rib_dealloc_driver(struct ib_device *ibdev)
+{
+	kfree(to_rdev(ibdev)->stat_descs);
+}
+
 static const struct ib_device_ops rust_ib_dev_ops = {
 	.owner = THIS_MODULE,
+	.dealloc_driver = rib_dealloc_driver,
 	.driver_id = RDMA_DRIVER_UNKNOWN,
 	.uverbs_abi_ver = 1,
 
@@ -802,7 +818,8 @@ static const struct ib_device_ops rust_ib_dev_ops = {
 
 /*
  * A new, unregistered device forwarding to @ops with @ctx; NULL if out of
- * memory.  Freed with rust_ib_device_dealloc().
+ * memory.  Freed with rust_ib_device_dealloc() until it is registered;
+ * then ib_core frees it (rib_dealloc_driver) once unregistered and let go.
  */
 struct ib_device *rust_ib_device_alloc(const struct rust_ib_ops *ops,
 				       void *ctx,
@@ -899,14 +916,23 @@ int rust_ib_device_register(struct ib_device *ibdev, const char *name,
 	/* Software device: ib_core uses virtual DMA for kernel consumers. */
 	if (!ret)
 		ret = ib_register_device(ibdev, name, NULL);
-	if (ret)
+	if (ret) {
 		unregister_netdevice_notifier(&rdev->nb);
-	return ret;
+		return ret;
+	}
+	/*
+	 * The caller's reference: ib_core deallocates the device at its
+	 * first unregistration, which `rdma link delete` may start, and the
+	 * memory must stay until the caller lets it go (rust_ib_device_put).
+	 */
+	get_device(&ibdev->dev);
+	return 0;
 }
 
 /*
  * Unregisters @ibdev: every object is destroyed (through the ops) before
- * this returns, and no op is called afterwards.
+ * this returns, and no op is called afterwards.  Unregistered already
+ * (`rdma link delete`), it only waits for that to end.
  */
 void rust_ib_device_unregister(struct ib_device *ibdev)
 {
@@ -914,12 +940,101 @@ void rust_ib_device_unregister(struct ib_device *ibdev)
 	unregister_netdevice_notifier(&to_rdev(ibdev)->nb);
 }
 
+/* Drops the reference rust_ib_device_register() took. */
+void rust_ib_device_put(struct ib_device *ibdev)
+{
+	put_device(&ibdev->dev);
+}
+
+/* Lets `rdma link delete` unregister @ibdev (before it is registered). */
+void rust_ib_device_allow_user_unreg(struct ib_device *ibdev)
+{
+	to_rdev(ibdev)->user_unreg = true;
+}
+
+/* Whether @ibdev is registered and no unregistration has begun. */
+bool rust_ib_device_is_live(struct ib_device *ibdev)
+{
+	if (!ib_device_try_get(ibdev))
+		return false;
+	ib_device_put(ibdev);
+	return true;
+}
+
+/*
+ * `rdma link add NAME type TYPE netdev DEV`.  ib_core's link ops carry no
+ * context, so a module has one link type, whose handler is kept here; an
+ * ib_client tells the handler when one of the module's user-removable
+ * devices is unregistered (`rdma link delete` among others), so that the
+ * driver frees it.
+ */
+static rust_ib_newlink_t rib_newlink_fn;
+static void (*rib_unregistered_fn)(const void *ctx);
+static const void *rib_newlink_ctx;
+static struct rdma_link_ops rib_link_ops;
+
+static int rib_newlink(const char *ibdev_name, struct net_device *ndev)
+{
+	return rib_newlink_fn(rib_newlink_ctx, ibdev_name, ndev->ifindex,
+			      net_eq(dev_net(ndev), &init_net));
+}
+
+static int rib_client_add(struct ib_device *ibdev)
+{
+	/* Only this module's devices, and of those the removable ones. */
+	if (ibdev->ops.query_device != rib_query_device ||
+	    !to_rdev(ibdev)->user_unreg)
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+static void rib_client_remove(struct ib_device *ibdev, void *client_data)
+{
+	rib_unregistered_fn(rib_newlink_ctx);
+}
+
+static struct ib_client rib_client = {
+	.name = "rust_ib_link",
+	.add = rib_client_add,
+	.remove = rib_client_remove,
+};
+
+/* -EBUSY if the module has a link type already. */
+int rust_ib_link_register(const char *type, const void *ctx,
+			  rust_ib_newlink_t fn,
+			  void (*unregistered)(const void *ctx))
+{
+	int ret;
+
+	if (rib_newlink_fn)
+		return -EBUSY;
+	rib_newlink_fn = fn;
+	rib_unregistered_fn = unregistered;
+	rib_newlink_ctx = ctx;
+	ret = ib_register_client(&rib_client);
+	if (ret) {
+		rib_newlink_fn = NULL;
+		return ret;
+	}
+	rib_link_ops.type = type;
+	rib_link_ops.newlink = rib_newlink;
+	rdma_link_register(&rib_link_ops);
+	return 0;
+}
+
+/* Waits for newlink calls in flight; none comes afterwards. */
+void rust_ib_link_unregister(void)
+{
+	rdma_link_unregister(&rib_link_ops);
+	ib_unregister_client(&rib_client);
+	rib_newlink_fn = NULL;
+	rib_newlink_ctx = NULL;
+}
+
+/* Frees @ibdev after rust_ib_device_register() failed, or before it. */
 void rust_ib_device_dealloc(struct ib_device *ibdev)
 {
-	struct rdma_stat_desc *descs = to_rdev(ibdev)->stat_descs;
-
 	ib_dealloc_device(ibdev);
-	kfree(descs);
 }
 
 const char *rust_ib_device_name(struct ib_device *ibdev)

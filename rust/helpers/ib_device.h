@@ -152,6 +152,17 @@ int rust_ib_device_register(struct ib_device *ibdev, const char *name,
 			    int ifindex);
 void rust_ib_device_unregister(struct ib_device *ibdev);
 void rust_ib_device_dealloc(struct ib_device *ibdev);
+void rust_ib_device_put(struct ib_device *ibdev);
+void rust_ib_device_allow_user_unreg(struct ib_device *ibdev);
+bool rust_ib_device_is_live(struct ib_device *ibdev);
+
+/* `rdma link add`: the device's name, its netdev's index, in init_net. */
+typedef int (*rust_ib_newlink_t)(const void *ctx, const char *name,
+				 int ifindex, bool initial_net);
+int rust_ib_link_register(const char *type, const void *ctx,
+			  rust_ib_newlink_t fn,
+			  void (*unregistered)(const void *ctx));
+void rust_ib_link_unregister(void);
 int rust_ib_device_set_stats(struct ib_device *ibdev, const char *const *names,
 			     u32 n);
 const char *rust_ib_device_name(struct ib_device *ibdev);

@@ -6,7 +6,13 @@
  * each other, and one WRITE names its source by lkey and its target by
  * rkey and remote address; the completion arrives on a completion queue.
  *
- *   plx_rdma_write [DEVICE [BYTES]]      (default: plx_rdma0, 1 MiB)
+ *   plx_rdma_write [DEVICE [BYTES [GID_INDEX]]]
+ *                  (default: plx_rdma0, 1 MiB, GID 0)
+ *
+ * The GID names the port's address both QPs use: index 0 is the
+ * link-local one; the index of an IPv4 address's RoCE v2 GID makes the
+ * WRITE a RoCEv2 exchange over UDP where the device sends those (plx_rdma
+ * with wire_local=1, rxe).
  *
  * Exit status 0 when the target holds the source's bytes.
  */
@@ -28,11 +34,12 @@ static int die(const char *what)
 
 /*
  * Connects @qp to QP @dest on this port.  The port is RoCE: the address
- * is a GID (index 0, the link-local one), and an InfiniBand port would
- * take the LID instead.
+ * is the GID of index @gid_index, and an InfiniBand port would take the
+ * LID instead.
  */
 static int connect_qp(struct ibv_qp *qp, uint32_t dest,
-		      const struct ibv_port_attr *port, const union ibv_gid *gid)
+		      const struct ibv_port_attr *port, const union ibv_gid *gid,
+		      int gid_index)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT, .port_num = 1,
@@ -52,7 +59,7 @@ static int connect_qp(struct ibv_qp *qp, uint32_t dest,
 	if (port->link_layer == IBV_LINK_LAYER_ETHERNET) {
 		a.ah_attr.is_global = 1;
 		a.ah_attr.grh.dgid = *gid;
-		a.ah_attr.grh.sgid_index = 0;
+		a.ah_attr.grh.sgid_index = gid_index;
 		a.ah_attr.grh.hop_limit = 1;
 	} else {
 		a.ah_attr.dlid = port->lid;
@@ -76,6 +83,7 @@ int main(int argc, char **argv)
 {
 	const char *name = argc > 1 ? argv[1] : "plx_rdma0";
 	size_t len = argc > 2 ? strtoul(argv[2], NULL, 0) : 1 << 20;
+	int gid_index = argc > 3 ? atoi(argv[3]) : 0;
 	struct ibv_device **list = ibv_get_device_list(NULL);
 	struct ibv_context *ctx = NULL;
 	struct ibv_qp_init_attr ia = {
@@ -101,7 +109,7 @@ int main(int argc, char **argv)
 			ctx = ibv_open_device(list[i]);
 	if (!ctx)
 		return die(name);
-	if (!len || ibv_query_port(ctx, 1, &port) || ibv_query_gid(ctx, 1, 0, &gid))
+	if (!len || ibv_query_port(ctx, 1, &port) || ibv_query_gid(ctx, 1, gid_index, &gid))
 		return die("query_port");
 	src = malloc(len);
 	dst = calloc(1, len);
@@ -120,12 +128,14 @@ int main(int argc, char **argv)
 	b = ibv_create_qp(pd, &ia);
 	if (!a || !b)
 		return die("ibv_create_qp");
-	if (connect_qp(a, b->qp_num, &port, &gid) || connect_qp(b, a->qp_num, &port, &gid))
+	if (connect_qp(a, b->qp_num, &port, &gid, gid_index) ||
+	    connect_qp(b, a->qp_num, &port, &gid, gid_index))
 		return die("ibv_modify_qp");
 	snprintf(gid_text, sizeof(gid_text), "%016llx:%016llx",
 		 (unsigned long long)be64toh(gid.global.subnet_prefix),
 		 (unsigned long long)be64toh(gid.global.interface_id));
-	printf("device %s, port 1 GID[0] %s, protection domain %p\n", name, gid_text, (void *)pd);
+	printf("device %s, port 1 GID[%d] %s, protection domain %p\n", name, gid_index,
+	       gid_text, (void *)pd);
 	printf("source MR      %p..+%zu  lkey 0x%08x (no remote access: rkey 0x%08x)\n",
 	       (void *)src, len, src_mr->lkey, src_mr->rkey);
 	printf("target MR      %p..+%zu  lkey 0x%08x  rkey 0x%08x (remote write)\n",

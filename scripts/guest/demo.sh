@@ -43,20 +43,36 @@ summary "user copy" "/dev/plx-dma-copy: $(head -n 1 /tmp/example.out); $(tail -n
 check "plx_dma_copy_example: 1 MiB, once and as a batch of 8, verified" test "$rc" -eq 0
 check "rmmod plx_dma_copy" rmmod plx_dma_copy
 echo "== RDMA on top: plx_rdma registers memory, connects QPs, and one RDMA WRITE"
-echo "   moves the bytes on a rust_plx_dma channel (lkey for the source, rkey for the target)"
+echo "   crosses the wire as RoCEv2 datagrams (UDP 4791) and lands on a rust_plx_dma channel"
+echo "   (lkey for the source, rkey for the target)"
+. /guest/roce.sh
 check "modprobe ib_uverbs" modprobe ib_uverbs
 # Its port is RoCEv2 on a netdev, as rxe's is: a dummy one with an address
-# here (the port's GIDs come from it).
-ifindex=$(roce_netdev 10.77.0.1)
-echo "   port 1 on dummy0 (ifindex $ifindex, 10.77.0.1/24)"
-check "modprobe plx_rdma ifindex=$ifindex (RoCEv2 port on dummy0)" modprobe plx_rdma ifindex="$ifindex"
+# here (the port's GIDs come from it).  With wire_local=1 the device sends
+# even to its own GIDs through UDP port 4791 and the IP stack, so that the
+# one host shows the packets a second one would get.
+roce_netdev 10.77.0.1 >/dev/null
+echo "   port 1 on dummy0 (10.77.0.1/24)"
+check "modprobe plx_rdma wire_local=1" modprobe plx_rdma wire_local=1
+check "rdma link add plx0 type plx netdev dummy0" rdma link add plx0 type plx netdev dummy0
 dmesg | grep 'plx_rdma:' | tail -n 1 | strip
+STATS=/sys/kernel/debug/plx_rdma/plx0
+stat() { sed -n "s/^$1: //p" "$STATS"; }
+has_gid plx0 "$(ipv4_gid 10.77.0.1)"
+gidx=$(wire_gid_index plx0 10.77.0.1)
+tx0=$(stat tx_packets)
 rc=0
-PATH=/usr/bin:$PATH /usr/local/bin/plx_rdma_write plx_rdma0 1048576 >/tmp/rdma.out 2>&1 || rc=$?
+PATH=/usr/bin:$PATH /usr/local/bin/plx_rdma_write plx0 1048576 "${gidx:-0}" >/tmp/rdma.out 2>&1 || rc=$?
 sed 's/^/   /' /tmp/rdma.out
-summary RDMA "plx_rdma0 (RoCEv2 port on dummy0): $(sed -n 's/^RDMA WRITE *//p' /tmp/rdma.out); $(sed -n 's/^completion *//p' /tmp/rdma.out | cut -d' ' -f1-4)"
+sent=$(($(stat tx_packets) - tx0))
+summary RDMA "plx0 (RoCEv2 on dummy0): $(sed -n 's/^RDMA WRITE *//p' /tmp/rdma.out); $(sed -n 's/^completion *//p' /tmp/rdma.out | cut -d' ' -f1-4); $sent datagrams on UDP 4791, $(stat rx_payload_engine_bytes) bytes placed by the engine"
 check "plx_rdma_write: one 1 MiB RDMA WRITE, completed and verified" test "$rc" -eq 0
-sed 's/^/   plx_rdma: /' /sys/kernel/debug/plx_rdma/stats
+check "the WRITE crossed the wire: $sent RoCEv2 datagrams (1024 of 1 KiB at least, and the ACKs)" \
+	test "$sent" -ge 1024
+check "the engine placed the received payload ($(stat rx_payload_engine_bytes) bytes)" \
+	test "$(stat rx_payload_engine_bytes)" -ge 1048576
+sed 's/^/   plx0: /' "$STATS"
+check "rdma link delete plx0" rdma link delete plx0
 check "rmmod plx_rdma" rmmod plx_rdma
 echo "== per-channel statistics (debugfs)"
 for f in /sys/kernel/debug/rust_plx_dma-*/stats; do

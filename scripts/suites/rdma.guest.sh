@@ -11,19 +11,7 @@ stat() { sed -n "s/^$1: //p" "$STATS"; }
 # plx_rdma0's port is RoCEv2 on dummy0 (roce_netdev, guest/lib.sh).
 IP=10.77.0.1
 IFINDEX=$(roce_netdev "$IP")
-# The GID of an IPv4 address, as sysfs shows it (::ffff:a.b.c.d).
-ipv4_gid() {
-	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' $(echo "$1" | tr . ' ')
-}
-# has_gid DEV GID: the port's table holds GID (ib_core adds it from a work
-# item, so allow it a moment).
-has_gid() {
-	for _ in 1 2 3 4 5 6 7 8 9 10; do
-		cat /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null | grep -qx "$2" && return 0
-		sleep 0.5
-	done
-	return 1
-}
+. /guest/roce.sh
 check "modprobe rust_plx_dma" modprobe rust_plx_dma
 # uverbs (/dev/infiniband/uverbsN) is what rdma-core's udev rules load.
 check "modprobe ib_uverbs" modprobe ib_uverbs

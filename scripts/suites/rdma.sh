@@ -5,11 +5,11 @@
 
 results=$REPO/build/results
 mkdir -p "$results"
-if ! mapfile -t files < <("$REPO/scripts/rdma-userland.sh") || [ "${#files[@]}" -eq 0 ]; then
+if ! rdma_userland; then
 	not_ok "the RDMA user space (provider, tools, libraries) builds"
 	finish
 fi
-ok "the RDMA user space (provider, tools, libraries) builds: ${#files[@]} files"
+ok "the RDMA user space (provider, tools, libraries) builds: $((${#extras[@]} / 2)) files"
 # Which devices libibverbs gives the provider, on a fake sysfs (it needs a
 # host without ib_core, whose netlink would be asked instead).
 if [ -d /sys/class/infiniband ] || [ -d /sys/module/ib_core ]; then
@@ -18,8 +18,6 @@ else
 	check "the provider takes plx_rdma* devices of ABI 1 only, never rxe's" \
 		"$REPO/scripts/provider-match-check.sh"
 fi
-extras=()
-for f in "${files[@]}"; do extras+=(-a "$f"); done
 # The verbs kselftests and the example, linked against the root's
 # libibverbs.
 if vout=$("$REPO/scripts/rdma-user-build.sh"); then
@@ -33,6 +31,7 @@ extras+=(-a "$vout/verbs_fuzz:/usr/local/bin/verbs_fuzz")
 extras+=(-a "$vout/plx_rdma_write:/usr/local/bin/plx_rdma_write")
 extras+=(-a "$vout/wire_test:/usr/local/bin/wire_test")
 extras+=(-a "$REPO/scripts/guest/rdma-wire.sh:/guest/rdma-wire.sh")
+extras+=(-a "$REPO/scripts/guest/roce.sh:/guest/roce.sh")
 extras+=(-a "$REPO/scripts/guest/verbs_diff.sh:/guest/verbs_diff.sh")
 extras+=(-a "$REPO/tools/testing/selftests/drivers/infiniband/plx_rdma/rxe_divergences:/guest/rxe_divergences")
 # make soak: ten times the hostile verbs, or SOAK_FUZZ_OPS.

@@ -122,13 +122,20 @@ pub fn modify_qp_is_ok(cur: u32, next: u32, qp_type: u32, mask: u32) -> bool {
 /// A registered RDMA device.
 ///
 /// Dropping it unregisters the device, which first destroys every object
-/// its users still hold, then frees it.
+/// its users still hold, then lets it go.
+///
+/// ib_core deallocates a device at its first unregistration, which
+/// `rdma link delete` may start for a removable one ([`Self::new_removable`]);
+/// the registration holds a reference to the device's memory, so that
+/// asking and unregistering it stay sound until it is dropped.
 ///
 /// # Invariants
 ///
-/// `raw` is a `struct ib_device` from `rust_ib_device_alloc`, registered,
-/// whose context is `driver`'s pointer; it is unregistered and freed once,
-/// in `drop`, and only then is `driver`'s reference released.
+/// `raw` is a `struct ib_device` from `rust_ib_device_alloc`, registered by
+/// `rust_ib_device_register` (which took the reference this value owns),
+/// whose context is `driver`'s pointer; no op is called after its
+/// unregistration, which happens in `drop` at the latest, and `driver`'s
+/// reference is released only after that.
 pub struct Registration<T: Driver> {
     raw: NonNull<c_void>,
     driver: Arc<T>,
@@ -163,6 +170,25 @@ impl<T: Driver> Registration<T> {
     /// `c"plx_rdma%d"`) with the limits `caps`, its port on the netdev of
     /// interface index `ifindex` (`ENODEV` if there is none).
     pub fn new(driver: Arc<T>, caps: &Caps, pattern: &CStr, ifindex: i32) -> Result<Self> {
+        Self::register(driver, caps, pattern, ifindex, false)
+    }
+
+    /// As [`Self::new`], for a device that `rdma link delete` may
+    /// unregister: ib_core then unregisters it at once (destroying every
+    /// object), and the [`super::link::NewLink::unregistered`] of the
+    /// module's link type is told, so that the driver drops this
+    /// registration, which then frees it ([`Self::is_live`] is `false`).
+    pub fn new_removable(driver: Arc<T>, caps: &Caps, name: &CStr, ifindex: i32) -> Result<Self> {
+        Self::register(driver, caps, name, ifindex, true)
+    }
+
+    fn register(
+        driver: Arc<T>,
+        caps: &Caps,
+        pattern: &CStr,
+        ifindex: i32,
+        removable: bool,
+    ) -> Result<Self> {
         let ctx = Arc::as_ptr(&driver).cast::<c_void>();
         // SAFETY: `OPS` is a promoted constant with static lifetime; `ctx`
         // stays valid while the device exists (kept by `driver` below);
@@ -173,6 +199,10 @@ impl<T: Driver> Registration<T> {
             // SAFETY: Not registered; the device is ours to free.
             unsafe { ffi::rust_ib_device_dealloc(raw.as_ptr()) };
             return Err(e);
+        }
+        if removable {
+            // SAFETY: `raw` is a new, unregistered device.
+            unsafe { ffi::rust_ib_device_allow_user_unreg(raw.as_ptr()) };
         }
         // SAFETY: `raw` is a new, unregistered device; `pattern` is a valid
         // C string for the call.
@@ -217,16 +247,26 @@ impl<T: Driver> Registration<T> {
     pub fn driver(&self) -> &Arc<T> {
         &self.driver
     }
+
+    /// Whether the device is still registered: `false` once something
+    /// else (`rdma link delete`) began unregistering it.
+    pub fn is_live(&self) -> bool {
+        // SAFETY: The device's memory is held until `drop` (type
+        // invariant); an unregistered one may still be asked.
+        unsafe { ffi::rust_ib_device_is_live(self.raw.as_ptr()) }
+    }
 }
 
 impl<T: Driver> Drop for Registration<T> {
     fn drop(&mut self) {
-        // SAFETY: Registered (type invariant). Unregistering destroys every
-        // user object through the ops and calls none afterwards; then the
-        // device is freed, and `driver` is released after this body.
+        // SAFETY: The device's memory is held (type invariant).
+        // Unregistering destroys every user object through the ops and
+        // calls none afterwards (or waits for an unregistration begun
+        // elsewhere); then the reference goes, and `driver` is released
+        // after this body.
         unsafe {
             ffi::rust_ib_device_unregister(self.raw.as_ptr());
-            ffi::rust_ib_device_dealloc(self.raw.as_ptr());
+            ffi::rust_ib_device_put(self.raw.as_ptr());
         }
     }
 }

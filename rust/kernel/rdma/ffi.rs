@@ -10,6 +10,11 @@ use super::types::{Caps, QpAttr, QpInit, RawRecvWr, RawSendWr, Sge, UdDest, Wc};
 use core::mem::{offset_of, size_of};
 use kernel::ffi::{c_char, c_int, c_void};
 
+/// `rust_ib_newlink_t`: a link type's context, the device's name, its
+/// netdev's interface index, whether that is in the initial namespace.
+pub(super) type NewLinkFn =
+    unsafe extern "C" fn(*const c_void, *const c_char, c_int, bool) -> c_int;
+
 // The layouts of `rust/helpers/ib_device.h`, which static_asserts the same
 // numbers: a field added or moved on one side alone fails the build.
 const _: () = {
@@ -78,6 +83,16 @@ extern "C" {
     ) -> c_int;
     pub(super) fn rust_ib_device_unregister(ibdev: *mut c_void);
     pub(super) fn rust_ib_device_dealloc(ibdev: *mut c_void);
+    pub(super) fn rust_ib_device_put(ibdev: *mut c_void);
+    pub(super) fn rust_ib_device_allow_user_unreg(ibdev: *mut c_void);
+    pub(super) fn rust_ib_device_is_live(ibdev: *mut c_void) -> bool;
+    pub(super) fn rust_ib_link_register(
+        kind: *const c_char,
+        ctx: *const c_void,
+        new_link: NewLinkFn,
+        unregistered: unsafe extern "C" fn(*const c_void),
+    ) -> c_int;
+    pub(super) fn rust_ib_link_unregister();
     pub(super) fn rust_ib_device_set_stats(
         ibdev: *mut c_void,
         names: *const *const c_char,

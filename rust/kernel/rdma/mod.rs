@@ -9,7 +9,9 @@
 //! queue pairs, and registers it with [`device::Registration`]. ib_core
 //! (and through it uverbs, libibverbs and the tools on top) then calls the
 //! driver back for every verb; the abstraction keeps each object's Rust
-//! value alive from its creation to its destruction.
+//! value alive from its creation to its destruction. A driver may also
+//! create devices at a user's request, `rdma link add NAME type TYPE
+//! netdev DEV` as for rxe, through a [`link::LinkType`].
 //!
 //! The port is RoCEv2 on a netdev, whose addresses ib_core turns into the
 //! port's GIDs; kernel consumers (ib_core's MAD layer, on the GSI QP) post
@@ -24,4 +26,5 @@ pub mod cq;
 pub mod device;
 mod ffi;
 pub mod kernel_sgl;
+pub mod link;
 pub mod types;

@@ -42,6 +42,7 @@ mod user_pages;
 
 mod cq;
 mod exec;
+mod links;
 mod mover;
 mod mr;
 mod net;
@@ -64,6 +65,7 @@ use kernel::{
         Arc, ArcBorrow, Mutex,
     },
 };
+use links::Links;
 use module_queue::WithQueues;
 use mover::Mover;
 use mr::{Mr, MrTable};
@@ -73,6 +75,7 @@ use qp::Qp;
 use rdma::{
     cq::CqNotifier,
     device::{Driver, Registration},
+    link::LinkType,
     types::{Caps, QpAttr, QpInit, RecvWr, SendWr, Wc},
 };
 use stats::Stats;
@@ -83,14 +86,16 @@ module! {
     authors: ["rust-plx-dma developers"],
     description: "RDMA device whose data moves on a dmaengine memcpy channel",
     license: "GPL v2",
+    // `rdma link add ... type plx` loads the module.
+    alias: ["rdma-link-plx"],
     params: {
         channel: bool {
             default: true,
             description: "Move data with a dmaengine memcpy channel (false: the CPU copies)",
         },
         ifindex: i32 {
-            default: 1,
-            description: "Interface index of the netdev whose addresses are the port's RoCE GIDs (1: lo)",
+            default: 0,
+            description: "Interface index of a netdev to create plx_rdma0 on at load, whose addresses are its port's RoCE GIDs (0: none; `rdma link add NAME type plx netdev DEV` creates devices too)",
         },
         wire_local: bool {
             default: false,
@@ -231,7 +236,7 @@ fn take_unit(counter: &Atomic<u32>, max: u32) -> Result {
 }
 
 /// The driver ib_core calls: the device, as `Arc` for the QPs to share.
-struct PlxRdma(Arc<Device>);
+pub(crate) struct PlxRdma(Arc<Device>);
 
 impl Driver for PlxRdma {
     type Pd = Pd;
@@ -394,31 +399,102 @@ impl Driver for PlxRdma {
     }
 }
 
-fn show_stats(dev: &Arc<Device>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+pub(crate) fn show_stats(dev: &Arc<Device>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     writeln!(f, "data_path: {}", dev.mover.name().to_str().unwrap_or("?"))?;
     dev.stats.show(f)?;
     dev.wire_stats.show(f)
 }
 
-#[pin_data]
-struct PlxRdmaModule {
-    // Dropped first: the counters outlive nothing.
-    #[pin]
-    _stats: debugfs::File<Arc<Device>>,
-    _debugfs: debugfs::Dir,
-    /// The device, inside the module's own workqueues (its QP workers run
-    /// there, drained once the device is gone).
-    #[pin]
-    reg: WithQueues<Registration<PlxRdma>>,
+/// A device the module registered, with its counters in debugfs.
+pub(crate) struct CountedDevice {
+    // Removed first, so that no reader finds a device going away.
+    _stats: Pin<KBox<debugfs::File<Arc<Device>>>>,
+    pub(crate) reg: Registration<PlxRdma>,
 }
 
-/// Takes a channel (unless told not to) and registers the device.
-fn register() -> Result<Registration<PlxRdma>> {
+impl CountedDevice {
+    /// Keeps `reg`, its counters in `dir` as `file`.
+    pub(crate) fn new(dir: &debugfs::Dir, file: &CStr, reg: Registration<PlxRdma>) -> Result<Self> {
+        let stats = KBox::pin_init(
+            dir.read_callback_file(file, reg.driver().0.clone(), &show_stats),
+            GFP_KERNEL,
+        )?;
+        Ok(Self { _stats: stats, reg })
+    }
+}
+
+/// Every device of the module.
+struct Devices {
+    /// `rdma link add NAME type plx netdev DEV`; `None` only while
+    /// dropped.
+    links: Option<LinkType<Links>>,
+    /// The device on the netdev `ifindex=` named at load, if any; its
+    /// counters are `plx_rdma/stats`.
+    _param: Option<CountedDevice>,
+}
+
+impl Devices {
+    fn new() -> Result<Self> {
+        let dir = debugfs::Dir::new(c"plx_rdma");
+        let param = match module_parameters::ifindex.value() {
+            0 => None,
+            i => Some(CountedDevice::new(
+                &dir,
+                c"stats",
+                new_device(c"plx_rdma%d", i, false)?,
+            )?),
+        };
+        let links = LinkType::new(c"plx", Links::new(dir)?)?;
+        Ok(Self {
+            links: Some(links),
+            _param: param,
+        })
+    }
+}
+
+impl Drop for Devices {
+    fn drop(&mut self) {
+        // First no new device, then the users' ones go, here rather than
+        // whenever the last reference to their list does.
+        if let Some(links) = self.links.take() {
+            let handler = links.handler().clone();
+            drop(links);
+            handler.clear();
+        }
+    }
+}
+
+#[pin_data]
+struct PlxRdmaModule {
+    /// The devices, inside the module's own workqueues (their QP workers
+    /// run there, drained once the devices are gone).
+    #[pin]
+    devices: WithQueues<Devices>,
+}
+
+/// A node GUID for each device: two devices that talk through one
+/// connection manager must not look like one.
+fn node_guid() -> u64 {
+    0x0250_5800_0000_0000 | u64::from(random::random_u32()) << 8 | 0x01
+}
+
+/// Takes a channel (unless told not to) and registers a device named
+/// `name` (a `%d` pattern for the parameters' device), its port on the
+/// netdev of index `ifindex`; `removable`: for `rdma link delete`.
+pub(crate) fn new_device(
+    name: &CStr,
+    ifindex: i32,
+    removable: bool,
+) -> Result<Registration<PlxRdma>> {
     let chan = if module_parameters::channel.value() {
         match MemcpyChannel::request() {
             Ok(c) => Some(c),
             Err(e) => {
-                pr_warn!("no memcpy channel ({:?}): the CPU moves the data\n", e);
+                pr_warn!(
+                    "{}: no memcpy channel ({:?}): the CPU moves the data\n",
+                    name,
+                    e
+                );
                 None
             }
         }
@@ -427,12 +503,12 @@ fn register() -> Result<Registration<PlxRdma>> {
     };
     let dev = Device::new(
         Mover::new(chan),
-        module_parameters::ifindex.value(),
+        ifindex,
         module_parameters::wire_local.value(),
     )?;
     let caps = Caps {
         max_mr_size: 1 << 32,
-        node_guid: 0x0250_5802_0000_0001,
+        node_guid: node_guid(),
         max_qp: MAX_QP,
         max_qp_wr: qp::MAX_WR,
         max_sge: qp::MAX_SGE,
@@ -444,16 +520,17 @@ fn register() -> Result<Registration<PlxRdma>> {
         vendor_part_id: 0x87d0,
         hw_ver: 1,
     };
-    let reg = Registration::new(
-        Arc::new(PlxRdma(dev), GFP_KERNEL)?,
-        &caps,
-        c"plx_rdma%d",
-        module_parameters::ifindex.value(),
-    )
+    let driver = Arc::new(PlxRdma(dev), GFP_KERNEL)?;
+    let reg = if removable {
+        Registration::new_removable(driver, &caps, name, ifindex)
+    } else {
+        Registration::new(driver, &caps, name, ifindex)
+    }
     .inspect_err(|e| {
         pr_err!(
-            "registration on the netdev of ifindex {} failed: {:?}\n",
-            module_parameters::ifindex.value(),
+            "{}: registration on the netdev of ifindex {} failed: {:?}\n",
+            name,
+            ifindex,
             e
         )
     })?;
@@ -468,13 +545,7 @@ fn register() -> Result<Registration<PlxRdma>> {
 impl kernel::InPlaceModule for PlxRdmaModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            reg <- WithQueues::new(<Self as kernel::ModuleMetadata>::NAME, register),
-            _debugfs: debugfs::Dir::new(c"plx_rdma"),
-            _stats <- _debugfs.read_callback_file(
-                c"stats",
-                reg.inner().driver().0.clone(),
-                &show_stats
-            ),
+            devices <- WithQueues::new(<Self as kernel::ModuleMetadata>::NAME, Devices::new),
         })
     }
 }

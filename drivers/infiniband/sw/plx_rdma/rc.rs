@@ -134,6 +134,8 @@ pub(crate) struct RcState {
     msn: u32,
     /// A sequence NAK went out for the current gap.
     nak_sent: bool,
+    /// Requests executed since the last acknowledge sent.
+    unacked: u32,
     pub(crate) recv: Option<InRecv>,
     write: Option<InWrite>,
 }
@@ -146,6 +148,7 @@ impl RcState {
             epsn: Psn::new(0),
             msn: 0,
             nak_sent: false,
+            unacked: 0,
             recv: None,
             write: None,
         }
@@ -898,16 +901,25 @@ pub(crate) fn on_request(
     };
     match step {
         Step::Done => {
-            let msn = {
+            // Acknowledged where asked, and every `ACK_EVERY` requests
+            // besides: a peer that asks only at a long message's end
+            // (rxe) then sees progress, and its timer does not fire
+            // while this side is still placing the message.
+            let (msn, ack) = {
                 let mut st = qp.state.lock();
                 st.rc.epsn = psn.next();
                 st.rc.nak_sent = false;
                 if pkt.info.ends_message() {
                     st.rc.msn = (st.rc.msn + 1) & Psn::MASK;
                 }
-                st.rc.msn
+                st.rc.unacked += 1;
+                let ack = pkt.bth.ack_req || st.rc.unacked >= ACK_EVERY;
+                if ack {
+                    st.rc.unacked = 0;
+                }
+                (st.rc.msn, ack)
             };
-            if pkt.bth.ack_req {
+            if ack {
                 send_ack(qp, port, path, psn, ACK, msn);
             }
         }

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The devices users create: `rdma link add NAME type plx netdev DEV`.
+//!
+//! Each gets its own memcpy channel (or the CPU when none is left), its
+//! port on `DEV`, and its counters in debugfs as `plx_rdma/NAME`.
+//! `rdma link delete NAME` is carried out by ib_core, which unregisters
+//! the device and tells [`Links`]; a work item on the module's queue then
+//! drops the registration, which frees the device and its channel.
+
+use crate::{
+    module_queue::{self, QueueKind},
+    new_device,
+    rdma::link::{LinkRequest, NewLink},
+    CountedDevice,
+};
+use kernel::{
+    debugfs, impl_has_work, new_mutex, new_work,
+    prelude::*,
+    str::CString,
+    sync::{Arc, ArcBorrow, Mutex},
+    workqueue::{Work, WorkItem},
+};
+
+/// The module's `rdma link` devices.
+#[pin_data]
+pub(crate) struct Links {
+    #[pin]
+    devices: Mutex<KVec<CountedDevice>>,
+    /// Where each device's counters go.
+    dir: debugfs::Dir,
+    /// Drops the registrations ib_core unregistered.
+    #[pin]
+    reap: Work<Links>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Links { self.reap }
+}
+
+impl Links {
+    pub(crate) fn new(dir: debugfs::Dir) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                devices <- new_mutex!(KVec::new(), "plx_rdma_links"),
+                dir,
+                reap <- new_work!("plx_rdma_links::reap"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+}
+
+impl Links {
+    /// Drops every device (module unload, once no new one can come).
+    pub(crate) fn clear(&self) {
+        let gone = core::mem::take(&mut *self.devices.lock());
+        drop(gone);
+    }
+}
+
+impl NewLink for Links {
+    fn new_link(&self, req: &LinkRequest<'_>) -> Result {
+        if !req.initial_net {
+            pr_err!(
+                "{}: the netdev is in another network namespace, which this version does not serve\n",
+                req.name
+            );
+            return Err(EOPNOTSUPP);
+        }
+        let reg = new_device(req.name, req.ifindex, true)?;
+        let name = CString::try_from(reg.name())?;
+        let dev = CountedDevice::new(&self.dir, &name, reg)?;
+        // Not kept (no memory): dropping it unregisters it again.
+        self.devices.lock().push(dev, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    fn unregistered(this: ArcBorrow<'_, Self>) {
+        // Queued already: that run sees this device too.
+        let _ = module_queue::queue(QueueKind::Long).enqueue(Arc::from(this));
+    }
+}
+
+impl WorkItem for Links {
+    type Pointer = Arc<Links>;
+
+    fn run(this: Arc<Links>) {
+        let mut gone = KVec::new();
+        {
+            let mut devices = this.devices.lock();
+            let mut i = 0;
+            while i < devices.len() {
+                if devices[i].reg.is_live() {
+                    i += 1;
+                    continue;
+                }
+                let Ok(d) = devices.remove(i) else {
+                    break;
+                };
+                // Without room to move it out, `push` drops it here,
+                // under the lock: that only waits for ib_core's
+                // unregistration to end, which takes no lock of ours.
+                let _ = gone.push(d, GFP_KERNEL);
+            }
+        }
+        for d in gone.drain_all() {
+            pr_info!("{}: deleted\n", d.reg.name());
+            drop(d);
+        }
+    }
+}
