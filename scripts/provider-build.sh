@@ -100,10 +100,12 @@ echo "driver plx_rdma" >"$out/etc/libibverbs.d/plx_rdma.driver"
 
 # The provider must bind to the private ABI it was built for, export
 # nothing, and load into the installed libibverbs.
-in_root objdump -T "$out/lib/libibverbs/$so" |
-	grep -qE "\(IBVERBS_PRIVATE_$pabi\)[[:space:]]+verbs_register_driver_$pabi\$" ||
+# (The table is read whole first: grep -q stopping early would kill
+# objdump with SIGPIPE and fail the pipe.)
+dynsyms=$(in_root objdump -T "$out/lib/libibverbs/$so") || die "objdump could not read $so"
+grep -qE "\(IBVERBS_PRIVATE_$pabi\)[[:space:]]+verbs_register_driver_$pabi\$" <<<"$dynsyms" ||
 	die "$so does not import verbs_register_driver_$pabi@IBVERBS_PRIVATE_$pabi"
-exported=$(in_root objdump -T "$out/lib/libibverbs/$so" | awk '$0 ~ /\.text|\.data|\.bss/ && $0 !~ /\*UND\*/')
+exported=$(awk '$0 ~ /\.text|\.data|\.bss/ && $0 !~ /\*UND\*/' <<<"$dynsyms")
 [ -z "$exported" ] || die "$so exports symbols: $exported"
 in_root python3 -c 'import ctypes, os, sys; ctypes.CDLL(sys.argv[1], os.RTLD_NOW)' \
 	"$out/lib/libibverbs/$so" || die "$so does not load against $libdir/libibverbs.so.1"
