@@ -96,6 +96,12 @@ struct rust_ib_dev {
 	u32 num_stats;
 	/* `rdma link delete` may unregister it (IBK_ALLOW_USER_UNREG). */
 	bool user_unreg;
+	/*
+	 * ib_core removed the link type's client from it: it is being
+	 * unregistered (or the link type is going), and the driver should
+	 * let it go.  Set before the driver is told.
+	 */
+	bool let_go;
 };
 
 struct rust_ib_ucontext {
@@ -952,13 +958,14 @@ void rust_ib_device_allow_user_unreg(struct ib_device *ibdev)
 	to_rdev(ibdev)->user_unreg = true;
 }
 
-/* Whether @ibdev is registered and no unregistration has begun. */
+/*
+ * Whether the driver should keep @ibdev: no unregistration has begun.
+ * (Its refcount would still count ib_core's own while the clients are
+ * removed, so the client's mark says it.)
+ */
 bool rust_ib_device_is_live(struct ib_device *ibdev)
 {
-	if (!ib_device_try_get(ibdev))
-		return false;
-	ib_device_put(ibdev);
-	return true;
+	return !READ_ONCE(to_rdev(ibdev)->let_go);
 }
 
 /*
@@ -990,6 +997,7 @@ static int rib_client_add(struct ib_device *ibdev)
 
 static void rib_client_remove(struct ib_device *ibdev, void *client_data)
 {
+	WRITE_ONCE(to_rdev(ibdev)->let_go, true);
 	rib_unregistered_fn(rib_newlink_ctx);
 }
 

@@ -12,6 +12,7 @@
  */
 
 #include <linux/dma-mapping.h>
+#include <linux/inetdevice.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
 #include <linux/rcupdate.h>
@@ -98,6 +99,23 @@ void rust_udp_tunnel_release(struct rust_udp_tunnel *t)
 }
 
 /* The MTU of the initial namespace's netdev of index @ifindex; 0 if none. */
+/*
+ * The index of the netdev of the initial namespace that has IPv4 address
+ * @addr; 0 if none.
+ */
+int rust_ipv4_ifindex(__be32 addr)
+{
+	struct net_device *dev;
+	int ifindex = 0;
+
+	rcu_read_lock();
+	dev = __ip_dev_find(&init_net, addr, false);
+	if (dev)
+		ifindex = dev->ifindex;
+	rcu_read_unlock();
+	return ifindex;
+}
+
 unsigned int rust_netdev_mtu(int ifindex)
 {
 	struct net_device *ndev;

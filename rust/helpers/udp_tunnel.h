@@ -16,6 +16,7 @@ struct rust_udp_tunnel *rust_udp_tunnel_create(u16 port, const void *ctx,
 					       rust_udp_rcv_t rcv, int *err);
 void rust_udp_tunnel_release(struct rust_udp_tunnel *t);
 unsigned int rust_netdev_mtu(int ifindex);
+int rust_ipv4_ifindex(__be32 addr);
 struct sk_buff *rust_udp_tunnel_alloc4(struct rust_udp_tunnel *t, int oif,
 				       __be32 saddr, __be32 daddr, u32 len,
 				       u32 ip_len, u8 **data, int *err);

@@ -44,6 +44,7 @@ mod ffi {
         ) -> *mut c_void;
         pub(super) fn rust_udp_tunnel_release(t: *mut c_void);
         pub(super) fn rust_netdev_mtu(ifindex: c_int) -> c_uint;
+        pub(super) fn rust_ipv4_ifindex(addr: u32) -> c_int;
         pub(super) fn rust_udp_tunnel_alloc4(
             t: *mut c_void,
             oif: c_int,
@@ -371,6 +372,14 @@ impl<T: Receiver> Drop for TxSkb<'_, T> {
         // SAFETY: An unsent skb of `alloc_ipv4`, owned here.
         unsafe { ffi::rust_skb_free(self.skb.as_ptr(), false) };
     }
+}
+
+/// The interface index of the netdev (initial namespace) that has IPv4
+/// address `addr` (network order bytes), if any.
+pub fn ipv4_ifindex(addr: [u8; 4]) -> Option<i32> {
+    // SAFETY: The helper only reads the address tables under RCU.
+    let ifindex = unsafe { ffi::rust_ipv4_ifindex(u32::from_ne_bytes(addr)) };
+    (ifindex > 0).then_some(ifindex)
 }
 
 /// The MTU of the initial namespace's netdev of index `ifindex`, if there

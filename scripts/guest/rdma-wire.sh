@@ -223,6 +223,35 @@ echo "# rxe0: $(/usr/sbin/ip netns exec plxpeer rdma statistic show link rxe0/1)
 check "rxe0 saw no request twice and no sequence NAK in the clean runs (duplicate_request $(rxe_stat duplicate_request), rcvd_seq_err $(rxe_stat rcvd_seq_err))" \
 	test "$(rxe_stat duplicate_request)" = 0 -a "$(rxe_stat rcvd_seq_err)" = 0
 
+# Two devices of the module at once, each on its own netdev, sharing the
+# module's UDP port 4791: plx1 on dummy0 beside plx0 on plxveth0, and
+# rping from plx0's address to plx1's (its datagrams go through the
+# local route and the port hands each to the device its destination
+# address belongs to).
+check "rdma link add plx1 type plx netdev dummy0 beside plx0" rdma link add plx1 type plx netdev dummy0
+check "rdma link add on a netdev that has a device already fails (EEXIST)" sh -c \
+	'! rdma link add plx2 type plx netdev dummy0 2>/tmp/plx2.err && grep -q "File exists" /tmp/plx2.err && ! test -e /sys/class/infiniband/plx2'
+has_gid plx1 "$(ipv4_gid "$IP")"
+# cross_rping: rping -V from plx0 (bound to 10.78.0.1) to plx1 ($IP).
+cross_rping() {
+	timeout 90 rping -s -a "$IP" -C 10 -S 4096 -V >/tmp/xr-server.log 2>&1 &
+	srv=$!
+	sleep 1
+	timeout 60 rping -c -I 10.78.0.1 -a "$IP" -C 10 -S 4096 -V -v >/tmp/xr-client.log 2>&1
+	crc=$?
+	wait "$srv"
+	src=$?
+	cut -c1-100 /tmp/xr-client.log | sed 's/^/# cross rping client: /' | head -n 3
+	test "$crc" -eq 0 && test "$src" -eq 0 && test "$(grep -c '^ping data: ' /tmp/xr-client.log)" -eq 10
+}
+x0=$(stat tx_packets)
+p1=/sys/kernel/debug/plx_rdma/plx1
+y0=$(sed -n 's/^rx_packets: //p' "$p1")
+check "two devices, one port: rping from plx0 to plx1, verified" cross_rping
+check "plx0 sent ($x0 -> $(stat tx_packets)) and plx1 took ($y0 -> $(sed -n 's/^rx_packets: //p' "$p1")) datagrams" \
+	test "$(stat tx_packets)" -gt "$x0" -a "$(sed -n 's/^rx_packets: //p' "$p1")" -gt "$y0"
+check "rdma link delete plx1" rdma link delete plx1
+
 # A bad link: netem on both ends loses, duplicates, delays and reorders,
 # and corrupts packets.  Every transfer still completes and verifies, and
 # the counters show the retransmissions and the drops.

@@ -248,8 +248,9 @@ impl<T: Driver> Registration<T> {
         &self.driver
     }
 
-    /// Whether the device is still registered: `false` once something
-    /// else (`rdma link delete`) began unregistering it.
+    /// Whether the driver should keep the device: `false` once something
+    /// else (`rdma link delete`) began unregistering it, or the module's
+    /// link type is going away.
     pub fn is_live(&self) -> bool {
         // SAFETY: The device's memory is held until `drop` (type
         // invariant); an unregistered one may still be asked.

@@ -40,8 +40,9 @@ pub trait NewLink: Send + Sync + 'static {
 
     /// One of the module's removable devices is being unregistered (or
     /// the link type is going away): drop the registrations that are no
-    /// longer live. Called where ib_core holds its device locks: only
-    /// schedule the work here.
+    /// longer live. Called while ib_core unregisters the device, before
+    /// it is done: only schedule the work here (dropping the registration
+    /// then waits for that unregistration to end).
     fn unregistered(this: ArcBorrow<'_, Self>);
 }
 

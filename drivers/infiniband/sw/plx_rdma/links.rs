@@ -10,6 +10,7 @@
 
 use crate::{
     module_queue::{self, QueueKind},
+    net::PortHub,
     new_device,
     rdma::link::{LinkRequest, NewLink},
     CountedDevice,
@@ -29,6 +30,10 @@ pub(crate) struct Links {
     devices: Mutex<KVec<CountedDevice>>,
     /// Where each device's counters go.
     dir: debugfs::Dir,
+    /// The UDP port the devices share.
+    hub: Arc<PortHub>,
+    /// The netdev of the parameters' device (0: none).
+    param_ifindex: i32,
     /// Drops the registrations ib_core unregistered.
     #[pin]
     reap: Work<Links>,
@@ -39,11 +44,17 @@ impl_has_work! {
 }
 
 impl Links {
-    pub(crate) fn new(dir: debugfs::Dir) -> Result<Arc<Self>> {
+    pub(crate) fn new(
+        dir: debugfs::Dir,
+        hub: Arc<PortHub>,
+        param_ifindex: i32,
+    ) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 devices <- new_mutex!(KVec::new(), "plx_rdma_links"),
                 dir,
+                hub,
+                param_ifindex,
                 reap <- new_work!("plx_rdma_links::reap"),
             }),
             GFP_KERNEL,
@@ -68,7 +79,21 @@ impl NewLink for Links {
             );
             return Err(EOPNOTSUPP);
         }
-        let reg = new_device(req.name, req.ifindex, true)?;
+        // One device per netdev: the port hands a datagram to the device
+        // whose netdev has its destination address. (Two requests for one
+        // netdev at once may both pass; the second's datagrams then go
+        // to the first.)
+        let taken = req.ifindex == self.param_ifindex
+            || self
+                .devices
+                .lock()
+                .iter()
+                .any(|d| d.reg.driver().0.ifindex == req.ifindex);
+        if taken {
+            pr_err!("{}: the netdev has a plx_rdma device already\n", req.name);
+            return Err(EEXIST);
+        }
+        let reg = new_device(req.name, req.ifindex, true, &self.hub)?;
         let name = CString::try_from(reg.name())?;
         let dev = CountedDevice::new(&self.dir, &name, reg)?;
         // Not kept (no memory): dropping it unregisters it again.

@@ -40,11 +40,11 @@ use crate::{
 };
 use core::fmt;
 use kernel::{
-    impl_has_work, new_condvar, new_spinlock_irq, new_work,
+    impl_has_work, new_condvar, new_mutex, new_spinlock_irq, new_work,
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        Arc, ArcBorrow, CondVar, SpinLockIrq,
+        Arc, ArcBorrow, CondVar, Mutex, SpinLockIrq,
     },
     workqueue::{Work, WorkItem},
 };
@@ -105,6 +105,8 @@ wire_stats! {
     rx_drop_bad_ip_udp,
     /// Dropped: IPv6 (not carried in this version).
     rx_drop_ipv6,
+    /// Dropped: to an address of no device's netdev.
+    rx_drop_no_device,
     /// Dropped: the BTH or an extended header is malformed, or the
     /// opcode unknown.
     rx_drop_bad_header,
@@ -173,6 +175,8 @@ pub(crate) struct Path {
     pub(crate) ttl: u8,
     /// The destination is one of the port's own addresses.
     pub(crate) local: bool,
+    /// The device's netdev, which remote destinations are reached through.
+    pub(crate) oif: i32,
     /// Payload bytes per packet: the path MTU, at most what the netdev
     /// carries.
     pub(crate) mtu: usize,
@@ -194,23 +198,82 @@ pub(crate) fn src_port(qpn: u32) -> u16 {
     0xc000 | (qpn & 0x3fff) as u16
 }
 
-/// The device's UDP port 4791, open while a QP is connected over the wire.
+/// The largest IB MTU (bytes) a packet fits in on a netdev of MTU
+/// `netdev_mtu` with the most headers (IPv4, UDP, BTH, RETH, ImmDt, ICRC).
+pub(crate) fn mtu_cap(netdev_mtu: u32) -> usize {
+    let room = (netdev_mtu as usize).saturating_sub(20 + 8 + 12 + 16 + 4 + ICRC_LEN);
+    [4096, 2048, 1024, 512]
+        .into_iter()
+        .find(|&m| m <= room)
+        .unwrap_or(256)
+}
+
+/// The module's UDP port 4791 in the initial network namespace, shared by
+/// its devices as rxe's devices share theirs: open while one of them uses
+/// the wire, each datagram handed to the device whose netdev has its
+/// destination address.
+#[pin_data]
+pub(crate) struct PortHub {
+    #[pin]
+    port: Mutex<Option<Arc<Port>>>,
+}
+
+impl PortHub {
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                port <- new_mutex!(None, "plx_rdma_port_hub"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The port, opened for the first user; `dev` gets its datagrams
+    /// until as many [`Self::put`]s. `EADDRINUSE` if another stack owns
+    /// the port.
+    pub(crate) fn get(&self, dev: &Arc<Device>) -> Result<Arc<Port>> {
+        let mut slot = self.port.lock();
+        let port = match &*slot {
+            Some(p) => p.clone(),
+            None => Port::new()?,
+        };
+        port.tunnel.receiver().attach(dev)?;
+        *slot = Some(port.clone());
+        Ok(port)
+    }
+
+    /// `dev` lets the port go (its own reference dropped first); the last
+    /// user closes it.
+    pub(crate) fn put(&self, dev: &Device) {
+        let closing = {
+            let mut slot = self.port.lock();
+            match &*slot {
+                Some(p) if p.tunnel.receiver().detach(dev) => slot.take(),
+                _ => None,
+            }
+        };
+        if let Some(p) = closing {
+            // The receive work item is idle before the socket goes, and
+            // holds no device any more.
+            p.shut_down();
+            drop(p);
+        }
+    }
+}
+
+/// UDP port 4791, open while a device uses the wire.
 pub(crate) struct Port {
     tunnel: UdpTunnel<Rx>,
-    ifindex: i32,
-    /// The netdev's MTU when the port was opened.
-    pub(crate) netdev_mtu: u32,
     ip_id: Atomic<u32>,
 }
 
 impl Port {
-    /// Opens UDP port 4791 for `dev`, whose port is on the netdev of index
-    /// `ifindex`; `EADDRINUSE` if another stack owns it.
-    pub(crate) fn new(dev: Arc<Device>, ifindex: i32) -> Result<Arc<Self>> {
-        let netdev_mtu = crate::udp_tunnel::netdev_mtu(ifindex).ok_or(ENODEV)?;
+    /// Opens UDP port 4791; `EADDRINUSE` if another stack owns it.
+    fn new() -> Result<Arc<Self>> {
         let rx = Arc::pin_init(
             try_pin_init!(Rx {
-                dev,
+                devices <- new_mutex!(KVec::new(), "plx_rdma_rx_devices"),
+                queue_full: Atomic::new(0),
                 q <- new_spinlock_irq!(RxQueue {
                     answers: WorkQueue::new(RX_QUEUE)?,
                     requests: WorkQueue::new(RX_QUEUE)?,
@@ -232,8 +295,6 @@ impl Port {
         Ok(Arc::new(
             Self {
                 tunnel,
-                ifindex,
-                netdev_mtu,
                 ip_id: Atomic::new(0),
             },
             GFP_KERNEL,
@@ -244,16 +305,6 @@ impl Port {
     /// is idle when this returns. Before the last reference goes.
     pub(crate) fn shut_down(&self) {
         self.tunnel.receiver().shut_down();
-    }
-
-    /// The largest IB MTU (bytes) a packet fits in on the netdev with the
-    /// most headers (IPv4, UDP, BTH, RETH, ImmDt, ICRC).
-    pub(crate) fn mtu_cap(&self) -> usize {
-        let room = (self.netdev_mtu as usize).saturating_sub(20 + 8 + 12 + 16 + 4 + ICRC_LEN);
-        [4096, 2048, 1024, 512]
-            .into_iter()
-            .find(|&m| m <= room)
-            .unwrap_or(256)
     }
 
     /// Sends one transport packet to `path`: `bth` and `ext`, then
@@ -295,7 +346,7 @@ impl Port {
         let total = hdrs.checked_add(transport_len).ok_or(EMSGSIZE)?;
         // A peer on one of the port's own addresses is reached through
         // the local route, whatever netdev that is on.
-        let oif = if path.local { 0 } else { self.ifindex };
+        let oif = if path.local { 0 } else { path.oif };
         let mut skb = self
             .tunnel
             .alloc_ipv4(oif, path.src, path.dst, total, Ipv4Header::LEN)?;
@@ -344,7 +395,12 @@ struct RxQueue {
 /// The receive side of a [`Port`].
 #[pin_data]
 pub(crate) struct Rx {
-    dev: Arc<Device>,
+    /// The devices using the port, each with its number of users.
+    #[pin]
+    devices: Mutex<KVec<(Arc<Device>, usize)>>,
+    /// Datagrams dropped in softirq context for a full queue, not yet
+    /// added to the devices' counters (the work item does).
+    queue_full: Atomic<u64>,
     #[pin]
     q: SpinLockIrq<RxQueue>,
     /// Woken, under `q`, when the work item goes idle.
@@ -360,7 +416,6 @@ impl_has_work! {
 
 impl Receiver for Rx {
     fn receive(this: ArcBorrow<'_, Self>, skb: Skb) {
-        let stats = &this.dev.wire_stats;
         // The BTH's opcode follows the 8 bytes of the UDP header.
         let mut opcode = [0u8; 1];
         let answer = skb.udp_bytes(UdpHeader::LEN as u32, &mut opcode)
@@ -381,7 +436,7 @@ impl Receiver for Rx {
                     // Not queued yet (`running` was clear): it is, below.
                     Ok(()) => (None, !core::mem::replace(&mut q.running, true)),
                     Err(skb) => {
-                        WireStats::inc(&stats.rx_drop_queue_full);
+                        this.queue_full.fetch_add(1, Relaxed);
                         (Some(skb), false)
                     }
                 }
@@ -399,6 +454,45 @@ impl Receiver for Rx {
 }
 
 impl Rx {
+    /// `dev` gets the datagrams to its netdev's addresses (once more).
+    fn attach(&self, dev: &Arc<Device>) -> Result {
+        let mut devices = self.devices.lock();
+        match devices.iter_mut().find(|(d, _)| Arc::ptr_eq(d, dev)) {
+            Some((_, users)) => *users += 1,
+            None => devices.push((dev.clone(), 1), GFP_KERNEL)?,
+        }
+        Ok(())
+    }
+
+    /// `dev` lets go once; returns whether no device is left.
+    fn detach(&self, dev: &Device) -> bool {
+        let mut devices = self.devices.lock();
+        if let Some(i) = devices.iter().position(|(d, _)| core::ptr::eq(&**d, dev)) {
+            devices[i].1 -= 1;
+            if devices[i].1 == 0 {
+                let _ = devices.remove(i);
+            }
+        }
+        devices.is_empty()
+    }
+
+    /// Calls `f` with each device using the port.
+    fn each_device(&self, f: impl Fn(&Device)) {
+        for (d, _) in self.devices.lock().iter() {
+            f(d);
+        }
+    }
+
+    /// The device whose netdev has IPv4 address `addr`.
+    fn device_of(&self, addr: [u8; 4]) -> Option<Arc<Device>> {
+        let ifindex = crate::udp_tunnel::ipv4_ifindex(addr)?;
+        self.devices
+            .lock()
+            .iter()
+            .find(|(d, _)| d.ifindex == ifindex)
+            .map(|(d, _)| d.clone())
+    }
+
     /// Drops what is queued and waits until the work item is idle; from
     /// then on datagrams are dropped as they come.
     fn shut_down(&self) {
@@ -433,29 +527,47 @@ impl Rx {
 
     /// Takes one datagram apart and hands it to its QP.
     fn process(&self, skb: Skb) {
-        let stats = &self.dev.wire_stats;
+        let full = self.queue_full.xchg(0, Relaxed);
+        if full > 0 {
+            self.each_device(|d| {
+                d.wire_stats.rx_drop_queue_full.fetch_add(full, Relaxed);
+            });
+        }
         let Ok(skb) = skb.linearize() else {
-            WireStats::inc(&stats.rx_drop_bad_ip_udp);
+            self.each_device(|d| WireStats::inc(&d.wire_stats.rx_drop_bad_ip_udp));
             return;
         };
         if self.take(&skb) {
-            WireStats::inc(&stats.rx_packets);
             skb.consume();
         }
     }
 
-    /// Whether the QP the datagram is for took it.
+    /// Whether the QP the datagram is for took it. What is dropped before
+    /// its device is known counts on every device of the port.
     fn take(&self, skb: &LinearSkb) -> bool {
-        let stats = &self.dev.wire_stats;
         let bytes = skb.network_bytes();
         let Ok(dg) = Datagram::parse(bytes) else {
-            WireStats::inc(&stats.rx_drop_bad_ip_udp);
+            self.each_device(|d| WireStats::inc(&d.wire_stats.rx_drop_bad_ip_udp));
             return false;
         };
         let IpHeader::V4(ip) = dg.ip else {
-            WireStats::inc(&stats.rx_drop_ipv6);
+            self.each_device(|d| WireStats::inc(&d.wire_stats.rx_drop_ipv6));
             return false;
         };
+        let Some(dev) = self.device_of(ip.dst) else {
+            self.each_device(|d| WireStats::inc(&d.wire_stats.rx_drop_no_device));
+            return false;
+        };
+        let taken = Self::deliver(&dev, &dg, ip.src, skb);
+        if taken {
+            WireStats::inc(&dev.wire_stats.rx_packets);
+        }
+        taken
+    }
+
+    /// Hands a datagram for `dev` to its QP; whether it was taken.
+    fn deliver(dev: &Arc<Device>, dg: &Datagram<'_>, src: [u8; 4], skb: &LinearSkb) -> bool {
+        let stats = &dev.wire_stats;
         let Ok(pkt) = Packet::parse(dg.payload) else {
             WireStats::inc(&stats.rx_drop_bad_header);
             return false;
@@ -472,7 +584,7 @@ impl Rx {
                 return false;
             }
         };
-        let Some(qp) = self.dev.find_qp(pkt.bth.dest_qp) else {
+        let Some(qp) = dev.find_qp(pkt.bth.dest_qp) else {
             WireStats::inc(&stats.rx_drop_no_qp);
             return false;
         };
@@ -492,7 +604,7 @@ impl Rx {
             WireStats::inc(&stats.rx_drop_wrong_source);
             return false;
         };
-        if path.dst != ip.src {
+        if path.dst != src {
             WireStats::inc(&stats.rx_drop_wrong_source);
             return false;
         }

@@ -69,7 +69,7 @@ use links::Links;
 use module_queue::WithQueues;
 use mover::Mover;
 use mr::{Mr, MrTable};
-use net::{Port, WireStats};
+use net::{Port, PortHub, WireStats};
 use pd::Pd;
 use qp::Qp;
 use rdma::{
@@ -132,11 +132,10 @@ pub(crate) struct Device {
     pub(crate) mover: Mover,
     pub(crate) stats: Stats,
     pub(crate) wire_stats: WireStats,
-    /// The device's UDP port while QPs use the wire, and how many.
-    #[pin]
-    wire: Mutex<WireSlot>,
+    /// The module's UDP port, shared with its other devices.
+    hub: Arc<PortHub>,
     /// The port's netdev (initial namespace).
-    ifindex: i32,
+    pub(crate) ifindex: i32,
     /// Peers on the port's own GIDs are reached over the wire too.
     pub(crate) wire_local: bool,
     pds: Atomic<u32>,
@@ -145,14 +144,8 @@ pub(crate) struct Device {
     next_qp: Atomic<u32>,
 }
 
-/// The device's UDP port and the QPs holding it.
-struct WireSlot {
-    port: Option<Arc<Port>>,
-    users: usize,
-}
-
 impl Device {
-    fn new(mover: Mover, ifindex: i32, wire_local: bool) -> Result<Arc<Self>> {
+    fn new(mover: Mover, ifindex: i32, wire_local: bool, hub: Arc<PortHub>) -> Result<Arc<Self>> {
         let mut qps = KVec::with_capacity(MAX_QP as usize, GFP_KERNEL)?;
         for _ in 0..MAX_QP {
             qps.push(None, GFP_KERNEL)?;
@@ -165,7 +158,7 @@ impl Device {
                 mover,
                 stats: Stats::new(),
                 wire_stats: WireStats::new(),
-                wire <- new_mutex!(WireSlot { port: None, users: 0 }, "plx_rdma_wire"),
+                hub,
                 ifindex,
                 wire_local,
                 pds: Atomic::new(0),
@@ -176,39 +169,21 @@ impl Device {
         )
     }
 
-    /// The device's UDP port, opened for the first QP that uses the wire;
-    /// each call is paired with a [`Self::wire_put`].
+    /// The UDP port, opened for the first QP of the module's devices that
+    /// uses the wire; each call is paired with a [`Self::wire_put`].
     pub(crate) fn wire_get(self: &Arc<Self>) -> Result<Arc<Port>> {
-        let mut slot = self.wire.lock();
-        let port = match &slot.port {
-            Some(p) => p.clone(),
-            None => {
-                let p = Port::new(self.clone(), self.ifindex)?;
-                slot.port = Some(p.clone());
-                p
-            }
-        };
-        slot.users += 1;
-        Ok(port)
+        self.hub.get(self)
     }
 
     /// A QP lets the port go (its own reference dropped first); the last
     /// one closes it.
     pub(crate) fn wire_put(&self) {
-        let port = {
-            let mut slot = self.wire.lock();
-            slot.users = slot.users.saturating_sub(1);
-            if slot.users > 0 {
-                return;
-            }
-            slot.port.take()
-        };
-        if let Some(p) = port {
-            // The receive work item is idle before the socket goes, and
-            // holds the device no more.
-            p.shut_down();
-            drop(p);
-        }
+        self.hub.put(self)
+    }
+
+    /// Payload bytes a packet may carry on the port's netdev at most.
+    pub(crate) fn mtu_cap(&self) -> usize {
+        net::mtu_cap(udp_tunnel::netdev_mtu(self.ifindex).unwrap_or(1500))
     }
 
     /// The live QP numbered `qpn`.
@@ -436,15 +411,17 @@ struct Devices {
 impl Devices {
     fn new() -> Result<Self> {
         let dir = debugfs::Dir::new(c"plx_rdma");
-        let param = match module_parameters::ifindex.value() {
+        let hub = PortHub::new()?;
+        let ifindex = module_parameters::ifindex.value();
+        let param = match ifindex {
             0 => None,
             i => Some(CountedDevice::new(
                 &dir,
                 c"stats",
-                new_device(c"plx_rdma%d", i, false)?,
+                new_device(c"plx_rdma%d", i, false, &hub)?,
             )?),
         };
-        let links = LinkType::new(c"plx", Links::new(dir)?)?;
+        let links = LinkType::new(c"plx", Links::new(dir, hub, ifindex)?)?;
         Ok(Self {
             links: Some(links),
             _param: param,
@@ -485,6 +462,7 @@ pub(crate) fn new_device(
     name: &CStr,
     ifindex: i32,
     removable: bool,
+    hub: &Arc<PortHub>,
 ) -> Result<Registration<PlxRdma>> {
     let chan = if module_parameters::channel.value() {
         match MemcpyChannel::request() {
@@ -505,6 +483,7 @@ pub(crate) fn new_device(
         Mover::new(chan),
         ifindex,
         module_parameters::wire_local.value(),
+        hub.clone(),
     )?;
     let caps = Caps {
         max_mr_size: 1 << 32,

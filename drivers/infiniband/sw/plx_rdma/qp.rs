@@ -750,7 +750,7 @@ impl Qp {
         let st = self.state.lock();
         let port = st.port.clone()?;
         let a = &st.attr;
-        let mtu = (128usize << a.path_mtu.clamp(1, MAX_MTU)).min(port.mtu_cap());
+        let mtu = (128usize << a.path_mtu.clamp(1, MAX_MTU)).min(self.dev.mtu_cap());
         let path = Path {
             src: gid_ipv4(&a.sgid)?,
             dst: gid_ipv4(&a.dgid)?,
@@ -763,6 +763,7 @@ impl Qp {
                 a.hop_limit as u8
             },
             local: a.dest_local != 0,
+            oif: self.dev.ifindex,
             mtu,
         };
         Some((port, path))

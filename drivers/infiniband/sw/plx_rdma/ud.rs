@@ -127,6 +127,7 @@ fn wire_path(qp: &Qp, ud: &UdDest, mtu: usize) -> Option<Path> {
             t => t,
         },
         local: ud.local != 0,
+        oif: qp.dev.ifindex,
         mtu,
     })
 }
@@ -142,7 +143,7 @@ fn send_wire(qp: &Arc<Qp>, wqe: &SendWqe, src: &KernelSendList, ud: &UdDest, qke
     let Ok(port) = qp.attach_port() else {
         return dropped();
     };
-    let Some(path) = wire_path(qp, ud, port.mtu_cap()) else {
+    let Some(path) = wire_path(qp, ud, qp.dev.mtu_cap()) else {
         return dropped();
     };
     // A datagram is one packet.
