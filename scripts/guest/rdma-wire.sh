@@ -224,33 +224,34 @@ check "rxe0 saw no request twice and no sequence NAK in the clean runs (duplicat
 	test "$(rxe_stat duplicate_request)" = 0 -a "$(rxe_stat rcvd_seq_err)" = 0
 
 # Two devices of the module at once, each on its own netdev, sharing the
-# module's UDP port 4791: plx1 on dummy0 beside plx0 on plxveth0, and
-# rping from plx0's address to plx1's (its datagrams go through the
-# local route and the port hands each to the device its destination
-# address belongs to).
-check "rdma link add plx1 type plx netdev dummy0 beside plx0" rdma link add plx1 type plx netdev dummy0
-check "rdma link add on a netdev that has a device already fails (EEXIST)" sh -c \
-	'! rdma link add plx2 type plx netdev dummy0 2>/tmp/plx2.err && grep -q "File exists" /tmp/plx2.err && ! test -e /sys/class/infiniband/plx2'
-has_gid plx1 "$(ipv4_gid "$IP")"
-# cross_rping: rping -V from plx0 (bound to 10.78.0.1) to plx1 ($IP).
-cross_rping() {
-	timeout 90 rping -s -a "$IP" -C 10 -S 4096 -V >/tmp/xr-server.log 2>&1 &
-	srv=$!
-	sleep 1
-	timeout 60 rping -c -I 10.78.0.1 -a "$IP" -C 10 -S 4096 -V -v >/tmp/xr-client.log 2>&1
-	crc=$?
-	wait "$srv"
-	src=$?
-	cut -c1-100 /tmp/xr-client.log | sed 's/^/# cross rping client: /' | head -n 3
-	test "$crc" -eq 0 && test "$src" -eq 0 && test "$(grep -c '^ping data: ' /tmp/xr-client.log)" -eq 10
+# module's UDP port 4791: plx1 on a second veth pair (10.80.0.1, its peer
+# end in plxpeer with rxe1), beside plx0, and rping between plx1 and rxe1
+# (the port hands each datagram to the device its destination address
+# belongs to).
+pair2() {
+	/usr/sbin/ip link add plxveth2 type veth peer name plxveth3 &&
+		/usr/sbin/ip link set plxveth3 netns plxpeer &&
+		/usr/sbin/ip addr add 10.80.0.1/24 dev plxveth2 &&
+		/usr/sbin/ip link set plxveth2 up &&
+		/usr/sbin/ip netns exec plxpeer /usr/sbin/ip addr add 10.80.0.2/24 dev plxveth3 &&
+		/usr/sbin/ip netns exec plxpeer /usr/sbin/ip link set plxveth3 up &&
+		/usr/sbin/ip netns exec plxpeer rdma link add rxe1 type rxe netdev plxveth3
 }
-x0=$(stat tx_packets)
+check "a second veth pair (10.80.0.1 - 10.80.0.2), rxe1 on its far end" pair2
+check "rdma link add plx1 type plx netdev plxveth2 beside plx0" rdma link add plx1 type plx netdev plxveth2
+check "rdma link add on a netdev that has a device already fails (EEXIST)" sh -c \
+	'! rdma link add plx2 type plx netdev plxveth2 2>/tmp/plx2.err && grep -q "File exists" /tmp/plx2.err && ! test -e /sys/class/infiniband/plx2'
+has_gid plx1 "$(ipv4_gid 10.80.0.1)"
 p1=/sys/kernel/debug/plx_rdma/plx1
-y0=$(sed -n 's/^rx_packets: //p' "$p1")
-check "two devices, one port: rping from plx0 to plx1, verified" cross_rping
-check "plx0 sent ($x0 -> $(stat tx_packets)) and plx1 took ($y0 -> $(sed -n 's/^rx_packets: //p' "$p1")) datagrams" \
-	test "$(stat tx_packets)" -gt "$x0" -a "$(sed -n 's/^rx_packets: //p' "$p1")" -gt "$y0"
+x0=$(stat rx_packets)
+y0=$(sed -n 's/^rx_datagrams: //p' "$p1")
+check "two devices, one port: rping through rdma_cm, plx1 server, rxe1 client, verified" \
+	rping_pair 10.80.0.1 - plxpeer
+check "the datagrams went to plx1 (rx_datagrams $y0 -> $(sed -n 's/^rx_datagrams: //p' "$p1")), none to plx0 (rx_packets $x0 -> $(stat rx_packets))" \
+	test "$(sed -n 's/^rx_datagrams: //p' "$p1")" -gt "$y0" -a "$(stat rx_packets)" -eq "$x0"
 check "rdma link delete plx1" rdma link delete plx1
+/usr/sbin/ip netns exec plxpeer rdma link delete rxe1 2>/dev/null
+/usr/sbin/ip link del plxveth2 2>/dev/null
 
 # A bad link: netem on both ends loses, duplicates, delays and reorders,
 # and corrupts packets.  Every transfer still completes and verifies, and
