@@ -118,6 +118,14 @@ rdma_userland() {
 	for f in "${files[@]}"; do extras+=(-a "$f"); done
 }
 
+# suite_rdma_userland: rdma_userland for a suite, which ends with a failed
+# point if it did not build (not_ok and finish: scripts/guest/lib.sh).
+suite_rdma_userland() {
+	rdma_userland && return 0
+	not_ok "the RDMA user space (provider, tools, libraries) builds"
+	finish
+}
+
 # run_emulated_guest NAME CHANNELS TIMEOUT GUEST_SCRIPT [guest-run options]
 # Boots the guest NAME with one emulator process serving CHANNELS PLX
 # functions (extra emulator arguments in $EMU_ARGS) and the guest dmatest

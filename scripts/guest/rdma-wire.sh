@@ -133,18 +133,23 @@ interop_pingpong() {
 	sed "s/^/# interop client: /" /tmp/ipp-client.log
 	test "$crc" -eq 0 && test "$src" -eq 0 && grep -q "iters in" /tmp/ipp-client.log
 }
+# veth_pair NEAR FAR NEAR-IP FAR-IP: a veth pair, NEAR here with NEAR-IP/24
+# and FAR in namespace plxpeer with FAR-IP/24, both up.
+veth_pair() {
+	/usr/sbin/ip link add "$1" type veth peer name "$2" &&
+		/usr/sbin/ip link set "$2" netns plxpeer &&
+		/usr/sbin/ip addr add "$3/24" dev "$1" &&
+		/usr/sbin/ip link set "$1" up &&
+		/usr/sbin/ip netns exec plxpeer /usr/sbin/ip addr add "$4/24" dev "$2" &&
+		/usr/sbin/ip netns exec plxpeer /usr/sbin/ip link set "$2" up
+}
 # The namespace and the pair; `ip netns` keeps its names under /run/netns.
 interop_setup() {
 	mkdir -p /run/netns &&
 		modprobe veth &&
 		/usr/sbin/ip netns add plxpeer &&
-		/usr/sbin/ip link add plxveth0 type veth peer name plxveth1 &&
-		/usr/sbin/ip link set plxveth1 netns plxpeer &&
-		/usr/sbin/ip addr add 10.78.0.1/24 dev plxveth0 &&
-		/usr/sbin/ip link set plxveth0 up &&
-		/usr/sbin/ip netns exec plxpeer /usr/sbin/ip addr add 10.78.0.2/24 dev plxveth1 &&
-		/usr/sbin/ip netns exec plxpeer /usr/sbin/ip link set plxveth1 up &&
-		/usr/sbin/ip netns exec plxpeer /usr/sbin/ip link set lo up
+		/usr/sbin/ip netns exec plxpeer /usr/sbin/ip link set lo up &&
+		veth_pair plxveth0 plxveth1 10.78.0.1 10.78.0.2
 }
 check "interop: namespace plxpeer joined by a veth pair (10.78.0.1 - 10.78.0.2)" interop_setup
 check "modprobe rdma_rxe (interop)" modprobe rdma_rxe
@@ -229,12 +234,7 @@ check "rxe0 saw no request twice and no sequence NAK in the clean runs (duplicat
 # (the port hands each datagram to the device its destination address
 # belongs to).
 pair2() {
-	/usr/sbin/ip link add plxveth2 type veth peer name plxveth3 &&
-		/usr/sbin/ip link set plxveth3 netns plxpeer &&
-		/usr/sbin/ip addr add 10.80.0.1/24 dev plxveth2 &&
-		/usr/sbin/ip link set plxveth2 up &&
-		/usr/sbin/ip netns exec plxpeer /usr/sbin/ip addr add 10.80.0.2/24 dev plxveth3 &&
-		/usr/sbin/ip netns exec plxpeer /usr/sbin/ip link set plxveth3 up &&
+	veth_pair plxveth2 plxveth3 10.80.0.1 10.80.0.2 &&
 		/usr/sbin/ip netns exec plxpeer rdma link add rxe1 type rxe netdev plxveth3
 }
 check "a second veth pair (10.80.0.1 - 10.80.0.2), rxe1 on its far end" pair2

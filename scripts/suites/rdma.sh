@@ -1,14 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0
-# Suite: the RDMA device plx_rdma through ib_core and libibverbs in the guest, its data moved by rust_plx_dma behind intel-iommu (and by the CPU without a channel): ibv_devinfo, ibv_rc_pingpong with data checks, perftest, the verbs kselftest; RoCEv2 on the wire (pingpong and ib_write_bw as UDP datagrams, hostile datagrams)
+# Suite: the RDMA device plx_rdma through ib_core and libibverbs in the guest, its data moved by rust_plx_dma behind intel-iommu (and by the CPU without a channel): ibv_devinfo, ibv_rc_pingpong with data checks, perftest, the verbs kselftest; RoCEv2 on the wire (pingpong, perftest and rping as UDP datagrams, hostile datagrams), rdma link add, against rdma_rxe in a second namespace (both directions, two devices on one port, under netem)
 . "$(dirname "$0")/../lib.sh"
 . "$REPO/scripts/guest/lib.sh"
 
-results=$REPO/build/results
-mkdir -p "$results"
-if ! rdma_userland; then
-	not_ok "the RDMA user space (provider, tools, libraries) builds"
-	finish
-fi
+mkdir -p "$REPO/build/results"
+suite_rdma_userland
 ok "the RDMA user space (provider, tools, libraries) builds: $((${#extras[@]} / 2)) files"
 # Which devices libibverbs gives the provider, on a fake sysfs (it needs a
 # host without ib_core, whose netlink would be asked instead).

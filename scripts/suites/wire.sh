@@ -3,12 +3,8 @@
 . "$(dirname "$0")/../lib.sh"
 . "$REPO/scripts/guest/lib.sh"
 
-results=$REPO/build/results
-mkdir -p "$results"
-if ! rdma_userland; then
-	not_ok "the RDMA user space (provider, tools, libraries) builds"
-	finish
-fi
+mkdir -p "$REPO/build/results"
+suite_rdma_userland
 extras+=(-a "$REPO/scripts/guest/roce.sh:/guest/roce.sh")
 # Builds first, once: the two guest runs below would otherwise build the
 # kernel, the modules and the emulator at the same time.
