@@ -63,21 +63,21 @@ check "plx_rdma_write: one 1 MiB RDMA WRITE through the shim, verified" plx_rdma
 perf_pair() {
 	tool=$1
 	shift
-	"$tool" -d plx_rdma0 -x 0 "$@" >/tmp/perf-server.log 2>&1 &
+	"$tool" -d plx_rdma0 -x 0 "$@" >/tmp/perftest-server.log 2>&1 &
 	srv=$!
 	sleep 2
-	"$tool" -d plx_rdma0 -x 0 "$@" 127.0.0.1 >/tmp/perf-client.log 2>&1
+	"$tool" -d plx_rdma0 -x 0 "$@" 127.0.0.1 >/tmp/perftest-client.log 2>&1
 	crc=$?
 	wait "$srv"
 	src=$?
-	sed "s/^/# $tool client: /" /tmp/perf-client.log
-	[ "$crc" -eq 0 ] && [ "$src" -eq 0 ] || sed "s/^/# $tool server: /" /tmp/perf-server.log
+	sed "s/^/# $tool client: /" /tmp/perftest-client.log
+	[ "$crc" -eq 0 ] && [ "$src" -eq 0 ] || sed "s/^/# $tool server: /" /tmp/perftest-server.log
 	test "$crc" -eq 0 && test "$src" -eq 0
 }
-check "ib_write_bw completes on plx_rdma0" perf_pair ib_write_bw -s 65536 -n 200
-check "ib_read_bw completes on plx_rdma0" perf_pair ib_read_bw -s 65536 -n 200
-check "ib_send_lat completes on plx_rdma0" perf_pair ib_send_lat -s 64 -n 200 -I 0
-check "ib_send_lat with its default inline data completes on plx_rdma0" perf_pair ib_send_lat -s 64 -n 200
+check "ib_write_bw completes on plx_rdma0" calibrated perf_pair ib_write_bw -s 65536 -n 200
+check "ib_read_bw completes on plx_rdma0" calibrated perf_pair ib_read_bw -s 65536 -n 200
+check "ib_send_lat completes on plx_rdma0" calibrated perf_pair ib_send_lat -s 64 -n 200 -I 0
+check "ib_send_lat with its default inline data completes on plx_rdma0" calibrated perf_pair ib_send_lat -s 64 -n 200
 
 # rping: rdma_cm resolves $IP to plx_rdma0, the connection manager's
 # messages travel as MADs on the GSI QP, then the client and the server
@@ -175,7 +175,7 @@ check "rmmod rdma_rxe" rmmod rdma_rxe
 # time instead of failing the request.
 check "rust_plx_dma reloaded with ring_size=2" sh -c 'rmmod rust_plx_dma && modprobe rust_plx_dma ring_size=2'
 check "modprobe plx_rdma ifindex=$IFINDEX on the 2-descriptor ring" modprobe plx_rdma ifindex="$IFINDEX"
-check "ib_write_bw -q 4 completes on a 2-descriptor ring" perf_pair ib_write_bw -q 4 -s 65536 -n 100
+check "ib_write_bw -q 4 completes on a 2-descriptor ring" calibrated perf_pair ib_write_bw -q 4 -s 65536 -n 100
 check "ibv_rc_pingpong -s 65536 -c on a 2-descriptor ring" pingpong 65536 20
 check "rmmod plx_rdma" rmmod plx_rdma
 check "rust_plx_dma reloaded with its default ring" sh -c 'rmmod rust_plx_dma && modprobe rust_plx_dma'

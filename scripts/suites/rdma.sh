@@ -30,6 +30,7 @@ extras+=(-a "$REPO/scripts/guest/rdma-wire.sh:/guest/rdma-wire.sh")
 extras+=(-a "$REPO/scripts/guest/roce.sh:/guest/roce.sh")
 extras+=(-a "$REPO/scripts/guest/verbs_diff.sh:/guest/verbs_diff.sh")
 extras+=(-a "$REPO/tools/testing/selftests/drivers/infiniband/plx_rdma/rxe_divergences:/guest/rxe_divergences")
+extras+=(-a "$REPO/tools/testing/selftests/drivers/infiniband/plx_rdma/wire_exclusions:/guest/wire_exclusions")
 # make soak: ten times the hostile verbs, or SOAK_FUZZ_OPS.
 timeout=1200
 if [ -n "${PLX_SOAK:-}" ]; then
