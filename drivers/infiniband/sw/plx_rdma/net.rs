@@ -307,14 +307,6 @@ impl Port {
         self.tunnel.receiver().shut_down();
     }
 
-    /// Takes the acknowledges and READ responses queued so far, from the
-    /// receive work item itself while it answers a long READ: otherwise
-    /// its own requesters (all of them, with `wire_local`) would hear
-    /// nothing until the last response is out, and time out.
-    pub(crate) fn drain_answers(&self) {
-        self.tunnel.receiver().drain_answers();
-    }
-
     /// Sends one transport packet to `path`: `bth` and `ext`, then
     /// `payload_len` bytes that `fill` writes, pad and ICRC.
     pub(crate) fn send(
@@ -517,24 +509,6 @@ impl Rx {
         let mut q = self.q.lock();
         while q.running {
             self.idle.wait(&mut q);
-        }
-    }
-
-    /// Processes the queued answers, and only those.
-    fn drain_answers(&self) {
-        loop {
-            let skb = {
-                let mut q = self.q.lock();
-                if q.dead {
-                    None
-                } else {
-                    q.answers.pop()
-                }
-            };
-            match skb {
-                Some(skb) => self.process(skb),
-                None => break,
-            }
         }
     }
 

@@ -732,16 +732,9 @@ fn read_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_>, duplic
             // The requester's timer asks again.
             break;
         }
-        if (i + 1) % READ_BURST == 0 {
-            port.drain_answers();
-        }
     }
     true
 }
-
-/// READ responses sent between two looks at the answers queued for this
-/// device's own requesters.
-const READ_BURST: u32 = 64;
 
 /// Sends an acknowledge of `psn` with `syndrome`.
 fn send_ack(qp: &Qp, port: &Port, path: &Path, psn: Psn, syndrome: Syndrome, msn: u32) {
