@@ -93,7 +93,7 @@ check "the engine moved nothing but wire payloads: nothing went through the loop
 # Datagrams from outside (wire_test builds its own, ICRC included, and
 # sends them with a raw socket): a well-formed SEND is delivered, every
 # hostile one dropped and counted, nothing written.
-PLX_RDMA_DEV=plx_rdma0 wire_test >/tmp/wire-test.tap 2>&1
+WIRE_DEV=plx_rdma0 wire_test >/tmp/wire-test.tap 2>&1
 sed 's/^/# wire_test: /' /tmp/wire-test.tap
 kselftest_points /tmp/wire-test.tap
 check "wire_test: no failure, no skip" \
@@ -202,17 +202,18 @@ trace_wire "interop: ibv_rc_pingpong"
 # RDMA WRITE and READ across: perftest's bandwidth tests, each device in
 # turn the server (the target of the WRITEs, the source of the READs).
 interop_bw() {
-	# interop_bw TOOL SERVER-SIDE
+	# interop_bw TOOL SERVER-SIDE [SIZE ITERATIONS]: 64 KiB 20 times unless told
+	size=${3:-65536} iters=${4:-20}
 	if [ "$2" = plx ]; then
-		"$1" -d plx0 -x "$PGIDX" -s 65536 -n 20 >/tmp/perftest-server.log 2>&1 &
+		"$1" -d plx0 -x "$PGIDX" -s "$size" -n "$iters" >/tmp/perftest-server.log 2>&1 &
 		srv=$!
 		sleep 2
-		timeout 120 /usr/sbin/ip netns exec plxpeer "$1" -d rxe0 -x "$RGIDX" -s 65536 -n 20 10.78.0.1 >/tmp/perftest-client.log 2>&1
+		timeout 120 /usr/sbin/ip netns exec plxpeer "$1" -d rxe0 -x "$RGIDX" -s "$size" -n "$iters" 10.78.0.1 >/tmp/perftest-client.log 2>&1
 	else
-		/usr/sbin/ip netns exec plxpeer "$1" -d rxe0 -x "$RGIDX" -s 65536 -n 20 >/tmp/perftest-server.log 2>&1 &
+		/usr/sbin/ip netns exec plxpeer "$1" -d rxe0 -x "$RGIDX" -s "$size" -n "$iters" >/tmp/perftest-server.log 2>&1 &
 		srv=$!
 		sleep 2
-		timeout 120 "$1" -d plx0 -x "$PGIDX" -s 65536 -n 20 10.78.0.2 >/tmp/perftest-client.log 2>&1
+		timeout 120 "$1" -d plx0 -x "$PGIDX" -s "$size" -n "$iters" 10.78.0.2 >/tmp/perftest-client.log 2>&1
 	fi
 	crc=$?
 	wait "$srv"
@@ -227,6 +228,16 @@ check "interop: ib_read_bw -s 65536 -n 20, plx0 server, rxe0 client" calibrated 
 trace_wire "interop: ib_read_bw -s 65536 -n 20"
 check "interop: ib_read_bw -s 65536 -n 20, rxe0 server, plx0 client" calibrated interop_bw ib_read_bw rxe
 trace_wire "interop: ib_read_bw -s 65536 -n 20"
+# interop_both TOOL SIZE ITERATIONS: TOOL with each device in turn the server.
+interop_both() {
+	check "interop: $1 -s $2 -n $3, plx0 server, rxe0 client" calibrated interop_bw "$1" plx "$2" "$3"
+	trace_wire "interop: $1 -s $2 -n $3"
+	check "interop: $1 -s $2 -n $3, rxe0 server, plx0 client" calibrated interop_bw "$1" rxe "$2" "$3"
+	trace_wire "interop: $1 -s $2 -n $3"
+}
+# SEND: bandwidth at 64 KiB, latency at 64 B.
+interop_both ib_send_bw 65536 20
+interop_both ib_send_lat 64 100
 # rdma_cm across the two stacks: REQ, REP and RTU as datagrams between
 # the GSI QPs, then rping's SENDs, READs and WRITEs on the RC QPs.
 check "interop: rping through rdma_cm, plx0 server, rxe0 client, verified" \
@@ -244,6 +255,27 @@ trace_wire "interop: ib_write_bw into plx0"
 echo "# rxe0: $(/usr/sbin/ip netns exec plxpeer rdma statistic show link rxe0/1)"
 check "rxe0 saw no request twice and no sequence NAK in the clean runs (duplicate_request $(rxe_stat duplicate_request), rcvd_seq_err $(rxe_stat rcvd_seq_err))" \
 	test "$(rxe_stat duplicate_request)" = 0 -a "$(rxe_stat rcvd_seq_err)" = 0
+# The hostile datagrams again, now against rxe0, the reference (after the
+# clean runs: its counters count them): the same
+# cases must end the same way (wire_test checks each outcome; the counter
+# checks are plx_rdma's alone).  rxe takes packets only from its netdev, so
+# they come over the veth from this namespace, carrying rxe0's own address
+# as source: the far end accepts that (accept_local).
+check "accept_local on plxveth1 (datagrams from outside with rxe0's own source)" \
+	/usr/sbin/ip netns exec plxpeer sh -c 'echo 1 >/proc/sys/net/ipv4/conf/plxveth1/accept_local'
+/usr/sbin/ip netns exec plxpeer env WIRE_DEV=rxe0 WIRE_NETNS=/proc/1/ns/net wire_test >/tmp/wire-test-rxe.tap 2>&1
+sed 's/^/# wire_test on rxe0: /' /tmp/wire-test-rxe.tap
+check "wire_test on rxe0: no failure, no skip" \
+	grep -q '^# Totals: pass:[1-9][0-9]* fail:0 xfail:0 xpass:0 skip:0 error:0' /tmp/wire-test-rxe.tap
+# outcomes TAP: "case ok|failed" for each case of a kselftest's TAP.
+outcomes() { sed -n 's/^ok [0-9]* \([^ ]*\).*/\1 ok/p; s/^not ok [0-9]* \([^ ]*\).*/\1 failed/p' "$1" | sort; }
+outcomes /tmp/wire-test.tap >/tmp/wire-outcomes-plx
+outcomes /tmp/wire-test-rxe.tap >/tmp/wire-outcomes-rxe
+echo "# hostile datagrams: case | plx_rdma0 | rxe0"
+awk 'NR == FNR { plx[$1] = $2; next } { print "# " $1 " | " plx[$1] " | " $2 }' \
+	/tmp/wire-outcomes-plx /tmp/wire-outcomes-rxe
+check "wire_test: plx_rdma0 and rxe0 end each of the $(wc -l </tmp/wire-outcomes-rxe) cases the same way" \
+	sh -c 'test -s /tmp/wire-outcomes-rxe && cmp -s /tmp/wire-outcomes-plx /tmp/wire-outcomes-rxe'
 
 # Two devices of the module at once, each on its own netdev, sharing the
 # module's UDP port 4791: plx1 on a second veth pair (10.80.0.1, its peer

@@ -134,6 +134,10 @@ wire_stats! {
     /// Dropped: an opcode this version does not implement (atomics,
     /// ...), NAKed as an invalid request.
     rx_drop_unsupported_op,
+    /// NAKed as invalid requests: a SEND or WRITE packet whose payload
+    /// does not fit its place in the message (the path MTU, the DMA
+    /// length).
+    rx_nak_length,
     /// Requests whose PSN was already executed: answered, not executed.
     rx_duplicates,
     /// Requests ahead of the expected PSN: dropped (one NAK each gap).

@@ -879,6 +879,15 @@ pub(crate) fn on_request(
                 (None, Err(NakCode::InvalidRequest))
             }
         };
+        // The length is checked once the receive is known, as rxe does
+        // (no receive: RNR NAK first).
+        let write = match write {
+            Ok(_) if !length_fits(pkt, path.mtu) => {
+                WireStats::inc(&stats.rx_nak_length);
+                Err(NakCode::InvalidRequest)
+            }
+            w => w,
+        };
         match write {
             Ok(w) => (recv, w),
             Err(code) => {
@@ -933,6 +942,20 @@ pub(crate) fn on_request(
         }
     }
     true
+}
+
+/// Whether a SEND or WRITE packet's payload fits its place in the message
+/// at path MTU `mtu` (IBA C9-92 and C9-94, the checks rxe makes): a first
+/// or middle packet carries exactly `mtu` bytes, a last one 1 to `mtu`, an
+/// only one at most `mtu`; a DMA length is at most 2 GiB.
+fn length_fits(pkt: &Packet<'_>, mtu: usize) -> bool {
+    let n = pkt.payload().len();
+    let fits = match (pkt.info.starts_message(), pkt.info.ends_message()) {
+        (true, true) => n <= mtu,
+        (false, true) => n != 0 && n <= mtu,
+        _ => n == mtu,
+    };
+    fits && pkt.ext.reth.is_none_or(|r| r.len <= 1 << 31)
 }
 
 /// Places a SEND packet's payload into its receive; completes the receive

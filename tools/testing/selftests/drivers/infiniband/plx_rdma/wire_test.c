@@ -1,25 +1,38 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * RoCEv2 packets from outside: plx_rdma's receive path against datagrams
- * built here, independently of the device (own BTH, own ICRC), and sent
+ * RoCEv2 packets from outside: a device's receive path against datagrams
+ * built here, independently of any device (own BTH, own ICRC), and sent
  * through a raw IPv4 socket to the port's address.
  *
- *   PLX_RDMA_DEV=plx_rdma0 ./wire_test     (plx_rdma loaded with wire_local=1)
+ *   WIRE_DEV=plx_rdma0 ./wire_test      (plx_rdma loaded with wire_local=1)
+ *   WIRE_DEV=rxe0 WIRE_NETNS=/proc/1/ns/net ./wire_test   (in rxe0's namespace)
  *
  * Two RC QPs of the device are connected to each other through the port's
  * IPv4 RoCE v2 GID, so that each one's peer is "on the wire" at that
  * address.  A well-formed SEND to QP b, from that address, with the PSN b
  * expects, must be delivered (the positive control: this file and the
  * device agree on the format and the ICRC); every hostile variant must be
- * dropped without a completion, a byte written or the QP disturbed, and
- * counted under its reason in the device's debugfs counters; an RDMA
- * WRITE with an R_Key nobody holds writes nothing and is NAKed, after
- * which b is in ERR, as rxe's responder leaves it.
+ * dropped without a completion, a byte written or the QP disturbed; a
+ * request naming memory it may not touch (unknown R_Key, a range past the
+ * region, a length its payload does not match, a packet longer than the
+ * path MTU) writes nothing and is NAKed, after which b is in ERR, as
+ * rxe's responder leaves it.
+ *
+ * The same cases run on plx_rdma and on rdma_rxe: rxe is the reference for
+ * every outcome.  On plx_rdma, each drop and NAK must also be counted under
+ * its reason (the port's hw_counters, `rdma statistic`); rxe counts other
+ * things, and those checks are left out for a device without the counters.
+ * rxe takes packets only from its netdev, never from loopback: WIRE_NETNS
+ * names the network namespace to send them from (the packets carry the
+ * device's own address as source, so that namespace's end of the link
+ * needs accept_local).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,25 +45,38 @@
 
 #include "kselftest_harness.h"
 
-#define STATS "/sys/kernel/debug/plx_rdma/stats"
 #define BUF 4096
 #define CANARY 0x5a
 #define PSN0 1000
 #define ROCE_PORT 4791
 
-/* A counter of the device's debugfs stats; -1 if absent. */
+/* The device under test: WIRE_DEV, or PLX_RDMA_DEV (the older name). */
+static const char *dev_name(void)
+{
+	const char *name = getenv("WIRE_DEV");
+
+	return name ? name : getenv("PLX_RDMA_DEV");
+}
+
+/*
+ * A counter of the device's port, as `rdma statistic` shows it; -1 if the
+ * device has no counter of that name.  ib_core keeps the values it read
+ * for 10 ms (the hw_counters' lifespan): the read waits that out first.
+ */
 static long long stat_of(const char *name)
 {
-	char line[128];
-	size_t n = strlen(name);
+	char path[256], line[64];
 	long long v = -1;
-	FILE *f = fopen(STATS, "r");
+	FILE *f;
 
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/hw_counters/%s",
+		 dev_name(), name);
+	usleep(15000);
+	f = fopen(path, "r");
 	if (!f)
 		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, name, n) && line[n] == ':')
-			v = atoll(line + n + 1);
+	if (fgets(line, sizeof(line), f))
+		v = atoll(line);
 	fclose(f);
 	return v;
 }
@@ -169,12 +195,45 @@ static size_t build(const struct pkt *p, uint8_t *out)
 	return total;
 }
 
+/*
+ * A raw IPv4 socket in the namespace WIRE_NETNS names, or in this one.  A
+ * socket stays in the namespace it was made in: the thread goes back.
+ */
+static int raw_socket(void)
+{
+	const char *ns = getenv("WIRE_NETNS");
+	int here, there, s = -1, err = 0;
+
+	if (!ns)
+		return socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
+	here = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	there = open(ns, O_RDONLY | O_CLOEXEC);
+	if (here >= 0 && there >= 0 && !setns(there, CLONE_NEWNET)) {
+		s = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
+		err = errno;
+		if (setns(here, CLONE_NEWNET)) {
+			err = errno;
+			if (s >= 0)
+				close(s);
+			s = -1;
+		}
+	} else {
+		err = errno;
+	}
+	if (here >= 0)
+		close(here);
+	if (there >= 0)
+		close(there);
+	errno = err;
+	return s;
+}
+
 static int inject(const struct pkt *p)
 {
-	uint8_t buf[2048];
+	uint8_t buf[4096];
 	size_t len = build(p, buf);
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr.s_addr = p->daddr };
-	int s = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
+	int s = raw_socket();
 	ssize_t n;
 
 	if (s < 0)
@@ -227,6 +286,7 @@ static int connect_qp_with(FIXTURE_DATA(wire) *self, struct ibv_qp *qp, uint32_t
 	a.dest_qp_num = dest;
 	a.rq_psn = PSN0;
 	a.min_rnr_timer = 1;
+	a.max_dest_rd_atomic = 1;
 	a.ah_attr.port_num = 1;
 	a.ah_attr.is_global = 1;
 	a.ah_attr.grh.dgid = self->gid;
@@ -242,6 +302,7 @@ static int connect_qp_with(FIXTURE_DATA(wire) *self, struct ibv_qp *qp, uint32_t
 	a.retry_cnt = retry_cnt;
 	a.rnr_retry = 7;
 	a.sq_psn = PSN0;
+	a.max_rd_atomic = 1;	/* one READ in flight: rxe sends none with 0 */
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 		return errno;
@@ -255,7 +316,7 @@ static int connect_qp(FIXTURE_DATA(wire) *self, struct ibv_qp *qp, uint32_t dest
 
 FIXTURE_SETUP(wire)
 {
-	const char *name = getenv("PLX_RDMA_DEV");
+	const char *name = dev_name();
 	struct ibv_qp_init_attr ia = {
 		.qp_type = IBV_QPT_RC,
 		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
@@ -266,9 +327,7 @@ FIXTURE_SETUP(wire)
 	struct ibv_sge sge;
 
 	if (!name)
-		SKIP(return, "PLX_RDMA_DEV names no device");
-	if (stat_of("rx_packets") < 0)
-		SKIP(return, "no plx_rdma counters at " STATS);
+		SKIP(return, "WIRE_DEV names no device");
 	self->ctx = open_named(name);
 	ASSERT_NE(NULL, self->ctx);
 	ASSERT_EQ(0, ibv_query_port(self->ctx, 1, &port));
@@ -387,25 +446,53 @@ TEST_F(wire, injected_send_is_delivered)
 	EXPECT_EQ(0, memcmp(self->buf, hello, sizeof(hello)));
 }
 
+/* The payload of the hostile variants: never what b's receive may hold. */
+static const uint8_t evil[] = "EVIL: this must never land";
+
+/* Waits up to 2 s for @qp to be in ERR; whether it is. */
+static int wait_err(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+
+	for (int i = 0; i < 200; i++) {
+		if (!ibv_query_qp(qp, &a, IBV_QP_STATE, &ia) && a.qp_state == IBV_QPS_ERR)
+			return 1;
+		usleep(10000);
+	}
+	return 0;
+}
+
 /*
- * Packet @p is dropped: counter @reason grows, nothing completes on b,
- * nothing is written, and b still takes the good SEND afterwards.
+ * Packet @p (given the hostile payload) is dropped: b still takes the good
+ * SEND sent after it, and that SEND is the only thing b completes or
+ * writes.  The good one travels behind the bad one, so its completion
+ * also says the bad one was seen.  On plx_rdma, counter @reason grows.
  */
 static void dropped(struct __test_metadata *_metadata, FIXTURE_DATA(wire) *self,
 		    const struct pkt *p, const char *reason)
 {
 	long long before = stat_of(reason);
-	struct pkt good = good_send(self);
+	struct pkt bad = *p, good = good_send(self);
 	struct ibv_wc wc;
 
-	ASSERT_LE(0, before);
-	ASSERT_EQ(0, inject(p));
-	EXPECT_LT(before, wait_stat(reason, before)) TH_LOG("%s did not count", reason);
-	EXPECT_EQ(0, ibv_poll_cq(self->cq, 1, &wc));
-	EXPECT_TRUE(untouched(self->buf));
+	bad.payload = evil;
+	bad.len = sizeof(evil);
+	ASSERT_EQ(0, inject(&bad));
+	if (before >= 0)
+		EXPECT_LT(before, wait_stat(reason, before)) TH_LOG("%s did not count", reason);
 	ASSERT_EQ(0, inject(&good));
 	ASSERT_EQ(1, wait_wc(self->cq, &wc));
 	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(sizeof(hello), wc.byte_len);
+	EXPECT_EQ(0, memcmp(self->buf, hello, sizeof(hello)));
+	for (int i = sizeof(hello); i < BUF; i++)
+		if (self->buf[i] != CANARY) {
+			EXPECT_EQ(CANARY, self->buf[i]) TH_LOG("byte %d written", i);
+			break;
+		}
+	usleep(50000);
+	EXPECT_EQ(0, ibv_poll_cq(self->cq, 1, &wc));
 }
 
 TEST_F(wire, bad_icrc_dropped)
@@ -449,6 +536,19 @@ TEST_F(wire, truncated_header_dropped)
 	dropped(_metadata, self, &p, "rx_drop_bad_header");
 }
 
+TEST_F(wire, truncated_reth_dropped)
+{
+	uint8_t reth[16] = { 0 };
+	struct pkt p = good_send(self);
+
+	/* An RDMA WRITE ONLY cut inside its RETH. */
+	p.opcode = 0x0a;
+	p.ext = reth;
+	p.ext_len = sizeof(reth);
+	p.truncate_to = 12 + 8;
+	dropped(_metadata, self, &p, "rx_drop_bad_header");
+}
+
 TEST_F(wire, unknown_opcode_dropped)
 {
 	struct pkt p = good_send(self);
@@ -464,12 +564,18 @@ TEST_F(wire, psn_ahead_dropped_and_naked)
 
 	p.psn = PSN0 + 5;
 	dropped(_metadata, self, &p, "rx_drop_psn_ahead");
-	EXPECT_LT(naks, stat_of("naks_sent"));
+	if (naks >= 0)
+		EXPECT_LT(naks, stat_of("naks_sent"));
 }
 
+/*
+ * A SEND delivered, then the same packet again: answered, not executed (it
+ * does not take the second receive); the next PSN takes that receive.
+ */
 TEST_F(wire, duplicate_not_executed_again)
 {
-	struct pkt p = good_send(self);
+	static const uint8_t next[] = "the next one";
+	struct pkt p = good_send(self), q = good_send(self);
 	struct ibv_recv_wr *bad, wr = { .wr_id = 8, .num_sge = 1 };
 	struct ibv_sge sge = { .addr = (uintptr_t)self->buf + 2048, .length = 64,
 			       .lkey = self->mr->lkey };
@@ -482,36 +588,137 @@ TEST_F(wire, duplicate_not_executed_again)
 	ASSERT_EQ(1, wait_wc(self->cq, &wc));
 	EXPECT_EQ(7, wc.wr_id);
 	ASSERT_EQ(0, inject(&p));
-	EXPECT_LT(dups, wait_stat("rx_duplicates", dups));
+	if (dups >= 0)
+		EXPECT_LT(dups, wait_stat("rx_duplicates", dups));
+	q.psn = PSN0 + 1;
+	q.payload = next;
+	q.len = sizeof(next);
+	ASSERT_EQ(0, inject(&q));
+	ASSERT_EQ(1, wait_wc(self->cq, &wc));
+	EXPECT_EQ(8, wc.wr_id);
+	EXPECT_EQ(sizeof(next), wc.byte_len);
+	EXPECT_EQ(0, memcmp(self->buf + 2048, next, sizeof(next)));
 	EXPECT_EQ(0, ibv_poll_cq(self->cq, 1, &wc));
-	EXPECT_EQ(CANARY, self->buf[2048]);
+}
+
+/*
+ * Request @p must be NAKed: nothing is written, b goes to ERR (the
+ * responder's fatal errors, as rxe leaves it), and on plx_rdma the NAK is
+ * counted.
+ */
+static void naked(struct __test_metadata *_metadata, FIXTURE_DATA(wire) *self,
+		  const struct pkt *p)
+{
+	long long naks = stat_of("naks_sent");
+
+	ASSERT_EQ(0, inject(p));
+	EXPECT_TRUE(wait_err(self->b));
+	if (naks >= 0)
+		EXPECT_LT(naks, wait_stat("naks_sent", naks));
+	EXPECT_TRUE(untouched(self->buf));
+}
+
+/* An RETH of @va, @rkey and DMA length @len into @reth. */
+static void put_reth(uint8_t reth[16], uint64_t va, uint32_t rkey, uint32_t len)
+{
+	for (int i = 0; i < 8; i++)
+		reth[i] = va >> (56 - 8 * i);
+	for (int i = 0; i < 4; i++) {
+		reth[8 + i] = rkey >> (24 - 8 * i);
+		reth[12 + i] = len >> (24 - 8 * i);
+	}
+}
+
+/*
+ * An RDMA WRITE ONLY to b from its peer: @len bytes at offset @at of b's
+ * region by @rkey, carrying the hostile payload of @paylen bytes.
+ */
+static struct pkt write_only(FIXTURE_DATA(wire) *self, uint8_t reth[16], uint64_t at,
+			     uint32_t rkey, uint32_t len, size_t paylen)
+{
+	static uint8_t payload[2048];
+	struct pkt p = good_send(self);
+
+	memset(payload, 0xee, sizeof(payload));
+	put_reth(reth, (uintptr_t)self->buf + at, rkey, len);
+	p.opcode = 0x0a;
+	p.ext = reth;
+	p.ext_len = 16;
+	p.payload = payload;
+	p.len = paylen;
+	return p;
 }
 
 TEST_F(wire, write_with_unknown_rkey_naked)
 {
-	uint8_t reth[16] = { 0 };
-	uint64_t va = (uintptr_t)self->buf;
-	uint32_t rkey = self->mr->rkey ^ 0x5500;
-	long long naks = stat_of("naks_sent");
-	struct pkt p = good_send(self);
-	struct ibv_qp_attr a;
-	struct ibv_qp_init_attr ia;
+	uint8_t reth[16];
+	struct pkt p = write_only(self, reth, 0, self->mr->rkey ^ 0x5500, 20, 20);
 
-	for (int i = 0; i < 8; i++)
-		reth[i] = va >> (56 - 8 * i);
-	reth[8] = rkey >> 24;
-	reth[9] = rkey >> 16;
-	reth[10] = rkey >> 8;
-	reth[11] = rkey;
-	reth[15] = sizeof(hello);
-	p.opcode = 0x0a;	/* RDMA WRITE ONLY */
+	naked(_metadata, self, &p);
+}
+
+TEST_F(wire, write_past_region_end_naked)
+{
+	uint8_t reth[16];
+	struct pkt p = write_only(self, reth, BUF - 8, self->mr->rkey, 20, 20);
+
+	naked(_metadata, self, &p);
+}
+
+TEST_F(wire, write_length_over_region_naked)
+{
+	uint8_t reth[16];
+	struct pkt p = write_only(self, reth, 0, self->mr->rkey, 1 << 20, 20);
+
+	naked(_metadata, self, &p);
+}
+
+TEST_F(wire, write_payload_short_of_length_naked)
+{
+	uint8_t reth[16];
+	struct pkt p = write_only(self, reth, 0, self->mr->rkey, 64, 20);
+
+	naked(_metadata, self, &p);
+}
+
+TEST_F(wire, write_payload_over_length_naked)
+{
+	uint8_t reth[16];
+	struct pkt p = write_only(self, reth, 0, self->mr->rkey, 20, 64);
+
+	naked(_metadata, self, &p);
+}
+
+TEST_F(wire, write_only_over_path_mtu_naked)
+{
+	uint8_t reth[16];
+	struct pkt p = write_only(self, reth, 0, self->mr->rkey, 1280, 1280);
+
+	naked(_metadata, self, &p);
+}
+
+TEST_F(wire, send_only_over_path_mtu_naked)
+{
+	static uint8_t big[1280];
+	struct pkt p = good_send(self);
+
+	memset(big, 0xee, sizeof(big));
+	p.payload = big;
+	p.len = sizeof(big);
+	naked(_metadata, self, &p);
+}
+
+TEST_F(wire, read_past_region_end_naked)
+{
+	uint8_t reth[16];
+	struct pkt p = good_send(self);
+
+	put_reth(reth, (uintptr_t)self->buf + BUF - 8, self->mr->rkey, 64);
+	p.opcode = 0x0c;	/* RDMA READ REQUEST */
 	p.ext = reth;
 	p.ext_len = sizeof(reth);
-	ASSERT_EQ(0, inject(&p));
-	EXPECT_LT(naks, wait_stat("naks_sent", naks));
-	EXPECT_TRUE(untouched(self->buf));
-	ASSERT_EQ(0, ibv_query_qp(self->b, &a, IBV_QP_STATE, &ia));
-	EXPECT_EQ(IBV_QPS_ERR, a.qp_state);
+	p.len = 0;
+	naked(_metadata, self, &p);
 }
 
 /*
@@ -582,7 +789,8 @@ TEST_F(wire, send_and_write_with_imm_cross_the_wire)
 	EXPECT_EQ(CANARY, self->buf[AT - 1]);
 	EXPECT_EQ(CANARY, self->buf[AT + LEN]);
 	/* Three packets each way at least, and their acknowledges. */
-	EXPECT_LE(tx + 8, stat_of("tx_packets"));
+	if (tx >= 0)
+		EXPECT_LE(tx + 8, stat_of("tx_packets"));
 	ibv_dereg_mr(mr);
 	free(src);
 }
@@ -614,8 +822,10 @@ TEST_F(wire, rnr_nak_then_delivered)
 	ASSERT_EQ(0, post_send(self->a, self->mr, 8, 1));
 	ASSERT_EQ(0, post_send(self->a, self->mr, 0, 2));
 	usleep(300000);
-	EXPECT_LT(rnr_sent, stat_of("rnr_naks_sent"));
-	EXPECT_LT(rnr_got, stat_of("rnr_naks_received"));
+	if (rnr_sent >= 0) {
+		EXPECT_LT(rnr_sent, stat_of("rnr_naks_sent"));
+		EXPECT_LT(rnr_got, stat_of("rnr_naks_received"));
+	}
 	ASSERT_EQ(0, ibv_post_recv(self->b, &rwr, &rbad));
 	while (got < 4 && wait_wc(self->cq, &wc[got]))
 		got++;
@@ -648,7 +858,8 @@ TEST_F(wire, silent_peer_retry_exceeded)
 	ASSERT_EQ(1, wait_wc(self->cq, &wc));
 	EXPECT_EQ(3, wc.wr_id);
 	EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status);
-	EXPECT_LE(timeouts + 3, stat_of("ack_timeouts"));
+	if (timeouts >= 0)
+		EXPECT_LE(timeouts + 3, stat_of("ack_timeouts"));
 	ibv_destroy_qp(c);
 }
 
