@@ -4,8 +4,9 @@
 # Build the RDMA programs of the guests against the trixie root's
 # libibverbs (dynamically: providers are loaded at run time): the verbs
 # kselftests (tools/testing/selftests/drivers/infiniband/plx_rdma, the
-# kselftest way) and the RDMA WRITE example of `make run`
-# (samples/rdma/plx_rdma_write.c). Prints the output directory.
+# kselftest way), the RDMA WRITE example of `make run`
+# (samples/rdma/plx_rdma_write.c) and its RoCEv2 decoder
+# (samples/rdma/roce_capture.c). Prints the output directory.
 #
 #   scripts/rdma-user-build.sh
 
@@ -24,4 +25,6 @@ in_root make -s -C "$REPO/tools/testing/selftests/drivers/infiniband/plx_rdma" \
 in_root gcc -Wall -Wextra -Werror -O2 -o "$out/plx_rdma_write" \
 	"$REPO/samples/rdma/plx_rdma_write.c" -libverbs ||
 	die "the RDMA WRITE example did not build"
+in_root gcc -Wall -Wextra -Werror -O2 -o "$out/roce_capture" "$REPO/samples/rdma/roce_capture.c" ||
+	die "the RoCEv2 decoder did not build"
 echo "$out" >&3

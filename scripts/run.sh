@@ -15,12 +15,19 @@ rdma_userland || die "the RDMA user space did not build"
 run_emulated_guest run 2 900 "$REPO/scripts/guest/demo.sh" \
 	-a "$selftests/plx_dma_copy_example:/usr/local/bin/plx_dma_copy_example" \
 	-a "$rdma/plx_rdma_write:/usr/local/bin/plx_rdma_write" \
+	-a "$rdma/roce_capture:/usr/local/bin/roce_capture" \
 	-a "$REPO/scripts/guest/roce.sh:/guest/roce.sh" "${extras[@]}" >&2 || rc=$?
 tap=$REPO/build/results/run.guest.tap
 echo
 # The tour the guest printed, then its test points, then one screen that
 # sums it up.
 grep -vE '^(ok|not ok) |^# summary ' "$tap" || true
+# The engine's side of the captured 2 KiB WRITE: the descriptors the
+# emulator ran while the demo had its log at level debug (bus addresses
+# behind the vIOMMU: the skb's payload as source, the region as target).
+echo "== the engine's descriptors while the 2 KiB WRITE was captured (build/results/run.emu.log)"
+grep -E ': debug: descriptor 0x' "$REPO/build/results/run.emu.log" | sed 's/^plx-dma-emu: /   /' ||
+	echo "   (none logged)"
 echo
 grep -E '^(ok|not ok) ' "$tap" | sed 's/^/  /' || true
 echo

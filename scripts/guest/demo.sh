@@ -72,6 +72,30 @@ check "the WRITE crossed the wire: $sent RoCEv2 datagrams (1024 of 1 KiB at leas
 check "the engine placed the received payload ($(stat rx_payload_engine_bytes) bytes)" \
 	test "$(stat rx_payload_engine_bytes)" -ge 1048576
 sed 's/^/   plx0: /' "$STATS"
+echo "== the layers of one RDMA WRITE of 2 KiB: its datagrams as they arrive (by the"
+echo "   local route: both QPs are plx0's), then the engine's descriptors that placed"
+echo "   the same payload (from the emulator's log, after this tour)"
+# The emulator logs each descriptor it runs at level debug, for this WRITE
+# only.
+host_ctl log-level debug
+/usr/local/bin/roce_capture any 3 30 >/tmp/capture.out 2>/tmp/capture.err &
+cap=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+	grep -q listening /tmp/capture.err && break
+	sleep 0.5
+done
+rc=0
+PATH=/usr/bin:$PATH /usr/local/bin/plx_rdma_write plx0 2048 "${gidx:-0}" >/tmp/rdma2k.out 2>&1 || rc=$?
+crc=0
+wait "$cap" || crc=$?
+host_ctl log-level info
+sed 's/^/   /' /tmp/capture.out
+[ "$crc" -eq 0 ] || sed 's/^/   roce_capture: /' /tmp/capture.err
+check "plx_rdma_write: one 2 KiB RDMA WRITE, verified" test "$rc" -eq 0
+check "roce_capture: WRITE FIRST (with its RETH), WRITE LAST and the ACK, each ICRC valid" sh -c \
+	"test $crc -eq 0 && grep -q 'RC RDMA WRITE FIRST' /tmp/capture.out && grep -q 'RETH' /tmp/capture.out &&
+		grep -q 'RC RDMA WRITE LAST' /tmp/capture.out && grep -q 'RC ACKNOWLEDGE' /tmp/capture.out"
+summary wire "$(sed -n 's/.*(\(RC [A-Z ]*\)).*/\1/p' /tmp/capture.out | tr '\n' ',' | sed 's/,$//; s/,/, /g'); $(tail -n 1 /tmp/capture.out)"
 check "rdma link delete plx0" rdma link delete plx0
 check "rmmod plx_rdma" rmmod plx_rdma
 echo "== per-channel statistics (debugfs)"

@@ -13,6 +13,7 @@
 //! fault CH NAME [N]         arm a fault (see FAULT_NAMES)
 //! faults [CH]               show armed faults
 //! reset CH                  function reset of a channel
+//! log-level LEVEL           error, warn, info or debug (debug logs every descriptor)
 //! ```
 //!
 //! `plx-dma-emu ctl --control PATH CMD...` is the bundled client.
@@ -46,6 +47,7 @@ const HELP: &[&str] = &[
     "fault CH NAME [N]   NAME: see below",
     "faults [CH]",
     "reset CH",
+    "log-level LEVEL     error, warn, info or debug (debug: every descriptor)",
 ];
 
 impl Registry {
@@ -187,6 +189,13 @@ impl Registry {
                 let ch = self.channel(Some(args[0]))?.unwrap_or(0);
                 self.devices[ch].reset("control socket");
                 Ok(vec![format!("ok ch{ch} reset")])
+            }
+            "log-level" => {
+                nargs(1, 1)?;
+                let level = crate::log::Level::parse(args[0])
+                    .ok_or_else(|| format!("unknown log level '{}'", args[0]))?;
+                crate::log::set_level(level);
+                Ok(vec![format!("ok log level {}", args[0])])
             }
             _ => Err(format!(
                 "unknown command '{verb}' (faults: {FAULT_NAMES}; try 'help')"
@@ -343,6 +352,10 @@ mod tests {
             .execute("channels")
             .contains("ch0 socket=/tmp/ch0.sock connected=0"));
         assert_eq!(r.execute("reset 0"), "ok ch0 reset\n");
+        assert!(r
+            .execute("log-level loud")
+            .starts_with("error unknown log level"));
+        assert_eq!(r.execute("log-level info"), "ok log level info\n");
     }
 
     #[test]
