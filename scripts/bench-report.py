@@ -94,6 +94,19 @@ def parse_run(path, tap, rows):
                      "rep": rep, "mb_per_s": kbps / 1024})
 
 
+def parse_wire(fname, rows):
+    """BENCH wire PAIR TOOL SIZE REP VALUE (scripts/bench-wire.guest.sh)."""
+    for line in open(fname, encoding="utf-8", errors="replace"):
+        f = line.split()
+        if len(f) != 7 or f[:2] != ["BENCH", "wire"]:
+            continue
+        value = float(f[6])
+        if math.isfinite(value):
+            rows.append({"kind": "wire", "pair": f[2], "tool": f[3], "size": int(f[4]),
+                         "rep": int(f[5]), "value": value,
+                         "unit": "usec" if f[3].endswith("_lat") else "MB/s"})
+
+
 def parse_profile(fname, rows):
     """PROFILE PATH WORKLOAD driver k=v... / PROFILE PATH WORKLOAD plx-dma-emu stats ch0 ..."""
     prof = defaultdict(dict)
@@ -316,6 +329,23 @@ def report_rdma(rows, out):
             print(f"{path:>8} {tool:>12} {p:>10.2f} {x:>10.2f} {ratio(p, x):>8.2f}")
 
 
+def report_wire(rows):
+    wire = select(rows, kind="wire")
+    if not wire:
+        return
+    pairs = ("plx-rxe", "rxe-plx", "plx-plx", "rxe-rxe")
+    tests = (("ib_write_bw", 65536), ("ib_write_bw", 1048576), ("ib_send_lat", 64))
+    print("\nRoCEv2 across veth pairs (median; client-server: the client writes and"
+          " sends): ib_write_bw MB/s, ib_send_lat usec")
+    print(f"{'test':>12} {'size':>8} " + " ".join(f"{p:>9}" for p in pairs)
+          + f" {'plx-plx/rxe-rxe':>16}")
+    for tool, size in tests:
+        m = {p: med(r["value"] for r in wire if r["pair"] == p and r["tool"] == tool
+                    and r["size"] == size) for p in pairs}
+        print(f"{tool:>12} {size:>8} " + " ".join(f"{m[p]:>9.2f}" for p in pairs)
+              + f" {ratio(m['plx-plx'], m['rxe-rxe']):>16.2f}")
+
+
 def report_profile(rows):
     prof = select(rows, kind="profile")
     if not prof:
@@ -420,7 +450,7 @@ def report_targets(rows, paths):
 def main():
     if len(sys.argv) < 3:
         print("usage: bench-report.py OUT_DIR PATH=GUEST_TAP... [profile=FILE] [engines=FILE]"
-              " [cost=FILE]",
+              " [cost=FILE] [wire=FILE]",
               file=sys.stderr)
         return 2
     out = sys.argv[1]
@@ -433,10 +463,12 @@ def main():
             parse_engines(fname, rows)
         elif name == "cost":
             parse_cost(fname, rows)
+        elif name == "wire":
+            parse_wire(fname, rows)
         else:
             paths.append(name)
             parse_run(name, fname, rows)
-    if not [r for r in rows if r["kind"] not in ("profile", "engines", "cost")]:
+    if not [r for r in rows if r["kind"] not in ("profile", "engines", "cost", "wire")]:
         print("bench-report: no BENCH lines in " + " ".join(sys.argv[2:]), file=sys.stderr)
         return 1
     write_data(rows, out)
@@ -445,6 +477,7 @@ def main():
     report_depth(rows, paths, out)
     report_uapi(rows, paths, out)
     report_rdma(rows, out)
+    report_wire(rows)
     report_profile(rows)
     report_cost(rows)
     report_targets(rows, paths)

@@ -6,7 +6,8 @@
 # plx_dma and rust_plx_dma side by side, engine copies against CPU copies,
 # the deep-queue client on both drivers and in rust_plx_dma's completion
 # modes, user-buffer copies through /dev/plx-dma-copy, and (mapped path)
-# perftest on plx_rdma against rxe.  Then six short profile boots count
+# perftest on plx_rdma against rxe; one boot runs perftest across veth
+# pairs, plx_rdma and rxe in their four pairings.  Then six short profile boots count
 # MMIO exits, DMA messages, interrupts, IOMMU map traffic and the engine's
 # time per descriptor, one boot samples where the guest kernel's CPU time
 # goes on 64-byte copies (build/bench/kprofile.txt), and one, counting
@@ -68,6 +69,15 @@ for path in mapped message; do
 	echo "BENCH stalls plx_dma $path $stalls" >>"$out/raw-$path.txt"
 	raws+=("$path=$out/raw-$path.txt")
 done
+# RoCEv2 on the wire: plx_rdma and rxe in their four pairings across veth
+# pairs, one boot (scripts/bench-wire.guest.sh), three channels: one for
+# each plx_rdma device.
+EMU_ARGS=--mapped GUEST_PARAMS="REPS=3" run_emulated_guest bench-wire 3 2400 \
+	"$REPO/scripts/bench-wire.guest.sh" -k bench "${extras[@]}" \
+	-a "$REPO/scripts/guest/roce.sh:/guest/roce.sh" >&2 || rc=$?
+[ "$rc" -eq 0 ] || die "the wire benchmark guest failed (status $rc); see build/results/bench-wire.console"
+cp "$REPO/build/results/bench-wire.guest.tap" "$out/raw-wire.txt"
+raws+=("wire=$out/raw-wire.txt")
 # Profile boots: one workload each, one channel, so that the emulator's
 # final counters (its log) and the driver's count that workload alone.
 for path in mapped message; do

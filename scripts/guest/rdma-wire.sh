@@ -298,9 +298,13 @@ check "two devices, one port: rping through rdma_cm, plx1 server, rxe1 client, v
 	rping_pair 10.80.0.1 - plxpeer
 check "the datagrams went to plx1 (rx_datagrams $y0 -> $(sed -n 's/^rx_datagrams: //p' "$p1")), none to plx0 (rx_packets $x0 -> $(stat rx_packets))" \
 	test "$(sed -n 's/^rx_datagrams: //p' "$p1")" -gt "$y0" -a "$(stat rx_packets)" -eq "$x0"
-check "rdma link delete plx1" rdma link delete plx1
+# The netdev goes first, as when a link disappears: the port lets it go
+# and goes down without waiting for the device (the far end's rxe1 goes
+# with its own netdev), and the device can still be deleted.
+check "ip link del plxveth2 with plx1 on it completes" timeout 30 /usr/sbin/ip link del plxveth2
+check "plx1/1 is down without its netdev" sh -c "rdma link show plx1/1 | grep -q 'state DOWN'"
+check "rdma link delete plx1 (its netdev gone)" rdma link delete plx1
 /usr/sbin/ip netns exec plxpeer rdma link delete rxe1 2>/dev/null
-/usr/sbin/ip link del plxveth2 2>/dev/null
 
 # A bad link: netem on both ends loses, duplicates, delays and reorders,
 # and corrupts packets.  Every transfer still completes and verifies, and
