@@ -336,7 +336,7 @@ def report_wire(rows):
     pairs = ("plx-rxe", "rxe-plx", "plx-plx", "rxe-rxe")
     tests = (("ib_write_bw", 65536), ("ib_write_bw", 1048576), ("ib_send_lat", 64))
     print("\nRoCEv2 across veth pairs (median; client-server: the client writes and"
-          " sends): ib_write_bw MB/s, ib_send_lat usec")
+          " sends): ib_write_bw MiB/s, ib_send_lat usec")
     print(f"{'test':>12} {'size':>8} " + " ".join(f"{p:>9}" for p in pairs)
           + f" {'plx-plx/rxe-rxe':>16}")
     for tool, size in tests:

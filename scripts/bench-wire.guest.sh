@@ -21,7 +21,7 @@
 # reaches its server over TCP (a known problem, not understood yet; the
 # same pair on a boot of its own, and plx_rdma between two guests in
 # `make check SUITE=wire`, work).  Prints
-# "BENCH wire PAIR TOOL SIZE REP VALUE" lines (MB/s for the
+# "BENCH wire PAIR TOOL SIZE REP VALUE" lines (MiB/s for the
 # bandwidth, typical microseconds for the latency).
 . /guest/lib.sh
 . /guest/roce.sh
