@@ -15,7 +15,7 @@
 . "$(dirname "$0")/lib.sh"
 
 # Order matters: cheap host checks first, then the guests.
-SUITES=(lint build emu run bench emu-faults uapi rdma wire driver)
+SUITES=(lint build emu run bench emu-faults uapi rdma pyverbs wire driver)
 # Run only when named: their behaviour is covered in make check elsewhere
 # (emu-plx's C plx_dma under dmatest by driver, the fault matrix inside
 # emu-faults' boot); make soak runs fault-matrix for its long counts.

@@ -24,9 +24,10 @@ ROOT_PKGS="ca-certificates make bc bison flex cpio kmod xz-utils zstd gzip \
 # Packages that only trixie-backports has at the pinned versions.
 BPO_PKGS="qemu-system-x86 $KSRC_PKG"
 # The user-space side of plx_rdma: the verbs and CM libraries with their
-# headers, the programs the guests run, rxe's provider, and dpkg-dev for
+# headers, the programs the guests run, rxe's provider, pyverbs (which runs
+# rdma-core's own test suite, suite pyverbs), and dpkg-dev for
 # dpkg-source (unpacking the rdma-core source).
-RDMA_PKGS="libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils perftest \
+RDMA_PKGS="libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils perftest python3-pyverbs \
  iproute2 ibverbs-providers dpkg-dev"
 STAMP=$ROOTFS/.rust-plx-dma-stamp
 WANT=$(printf '%s\n%s\n%s\n' "$ROOT_PKGS" "$BPO_PKGS" "$RDMA_PKGS" | sha256sum | cut -c1-16)

@@ -60,15 +60,15 @@ static_assert(sizeof(union rdma_network_hdr) == RUST_IB_GRH_BYTES);
  */
 static_assert(sizeof(struct rust_ib_sge) == 16);
 static_assert(sizeof(struct rust_ib_ud_dest) == 56);
-static_assert(sizeof(struct rust_ib_send_wr) == 112);
-static_assert(offsetof(struct rust_ib_send_wr, ud) == 52);
+static_assert(sizeof(struct rust_ib_send_wr) == 128);
+static_assert(offsetof(struct rust_ib_send_wr, ud) == 68);
 static_assert(sizeof(struct rust_ib_recv_wr) == 24);
 static_assert(sizeof(struct rust_ib_wc) == 48);
 static_assert(offsetof(struct rust_ib_wc, qp_handle) == 40);
 static_assert(sizeof(struct rust_ib_qp_init) == 48);
 static_assert(offsetof(struct rust_ib_qp_init, handle) == 40);
 static_assert(sizeof(struct rust_ib_qp_attr) == 144);
-static_assert(sizeof(struct rust_ib_caps) == 56);
+static_assert(sizeof(struct rust_ib_caps) == 64);
 
 /* GIDs per port: the netdev's addresses, each as a RoCEv2 GID. */
 #define RUST_IB_GID_TBL_LEN 16
@@ -198,7 +198,7 @@ static int rib_query_device(struct ib_device *ibdev, struct ib_device_attr *a,
 	a->max_qp_rd_atom = 128;
 	a->max_qp_init_rd_atom = 128;
 	a->max_res_rd_atom = 128 * c->max_qp;
-	a->atomic_cap = IB_ATOMIC_NONE;
+	a->atomic_cap = c->atomic_cap;
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 15;
 	a->max_ah = c->max_qp * 64;
@@ -702,13 +702,23 @@ static int rib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 				ret = ops->post_send(qp->priv, &w);
 			}
 		} else {
-			/* Only RDMA opcodes come in an ib_rdma_wr. */
+			/*
+			 * Only RDMA opcodes come in an ib_rdma_wr, only atomics
+			 * in an ib_atomic_wr.
+			 */
 			switch (wr->opcode) {
 			case IB_WR_RDMA_WRITE:
 			case IB_WR_RDMA_WRITE_WITH_IMM:
 			case IB_WR_RDMA_READ:
 				w.remote_addr = rdma_wr(wr)->remote_addr;
 				w.rkey = rdma_wr(wr)->rkey;
+				break;
+			case IB_WR_ATOMIC_CMP_AND_SWP:
+			case IB_WR_ATOMIC_FETCH_AND_ADD:
+				w.remote_addr = atomic_wr(wr)->remote_addr;
+				w.rkey = atomic_wr(wr)->rkey;
+				w.compare_add = atomic_wr(wr)->compare_add;
+				w.swap = atomic_wr(wr)->swap;
 				break;
 			default:
 				break;

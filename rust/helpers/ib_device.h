@@ -47,6 +47,8 @@ struct rust_ib_send_wr {
 	u32 send_flags;		/* enum ib_send_flags */
 	u32 imm_data;		/* big endian, as posted */
 	u64 remote_addr;
+	u64 compare_add;	/* atomics: the value compared or added */
+	u64 swap;		/* compare and swap: the value swapped in */
 	u32 rkey;
 	u32 kernel;		/* posted by a kernel consumer: virtual addresses */
 	u32 has_ud;		/* a datagram QP's request: ud is set */
@@ -141,6 +143,7 @@ struct rust_ib_caps {
 	u32 vendor_id;
 	u32 vendor_part_id;
 	u32 hw_ver;
+	u32 atomic_cap;		/* enum ib_atomic_cap */
 };
 
 struct rust_ib_ops;

@@ -607,6 +607,8 @@ unsafe extern "C" fn post_send<T: Driver>(qp: *mut c_void, wr: *const RawSendWr)
         imm_data: w.imm_data,
         remote_addr: w.remote_addr,
         rkey: w.rkey,
+        compare_add: w.compare_add,
+        swap: w.swap,
         // SAFETY: `sg_list` holds `num_sge` entries for the call.
         sges: unsafe { sges(w.sg_list, w.num_sge) },
         ud: (w.has_ud != 0).then_some(w.ud),

@@ -20,15 +20,15 @@ pub(super) type NewLinkFn =
 const _: () = {
     assert!(size_of::<Sge>() == 16);
     assert!(size_of::<UdDest>() == 56);
-    assert!(size_of::<RawSendWr>() == 112);
-    assert!(offset_of!(RawSendWr, ud) == 52);
+    assert!(size_of::<RawSendWr>() == 128);
+    assert!(offset_of!(RawSendWr, ud) == 68);
     assert!(size_of::<RawRecvWr>() == 24);
     assert!(size_of::<Wc>() == 48);
     assert!(offset_of!(Wc, qp_handle) == 40);
     assert!(size_of::<QpInit>() == 48);
     assert!(offset_of!(QpInit, handle) == 40);
     assert!(size_of::<QpAttr>() == 144);
-    assert!(size_of::<Caps>() == 56);
+    assert!(size_of::<Caps>() == 64);
 };
 
 /// Mirror of `struct rust_ib_ops` in the helper file.

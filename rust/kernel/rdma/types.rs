@@ -53,6 +53,8 @@ pub(super) struct RawSendWr {
     pub(super) send_flags: u32,
     pub(super) imm_data: u32,
     pub(super) remote_addr: u64,
+    pub(super) compare_add: u64,
+    pub(super) swap: u64,
     pub(super) rkey: u32,
     pub(super) kernel: u32,
     pub(super) has_ud: u32,
@@ -82,6 +84,10 @@ pub struct SendWr<'a> {
     pub remote_addr: u64,
     /// Remote key (RDMA opcodes).
     pub rkey: u32,
+    /// Atomics: the value compared (compare and swap) or added.
+    pub compare_add: u64,
+    /// Compare and swap: the value swapped in.
+    pub swap: u64,
     /// The gather list.
     pub sges: &'a [Sge],
     /// The destination of a datagram QP's request.
@@ -289,6 +295,16 @@ pub struct Caps {
     pub vendor_part_id: u32,
     /// Hardware version.
     pub hw_ver: u32,
+    /// How atomic operations are atomic: one of [`atomic_cap`].
+    pub atomic_cap: u32,
+}
+
+/// `enum ib_atomic_cap`.
+pub mod atomic_cap {
+    /// No atomic operations.
+    pub const NONE: u32 = 0;
+    /// Atomic with respect to the other atomics of the same device.
+    pub const HCA: u32 = 1;
 }
 
 /// `enum ib_wr_opcode`.
@@ -303,6 +319,10 @@ pub mod wr_opcode {
     pub const SEND_WITH_IMM: u32 = 3;
     /// RDMA READ.
     pub const RDMA_READ: u32 = 4;
+    /// Atomic compare and swap of 8 bytes.
+    pub const ATOMIC_CMP_AND_SWP: u32 = 5;
+    /// Atomic fetch and add of 8 bytes.
+    pub const ATOMIC_FETCH_AND_ADD: u32 = 6;
 }
 
 /// `enum ib_send_flags`.
@@ -355,6 +375,10 @@ pub mod wc_opcode {
     pub const RDMA_WRITE: u32 = 1;
     /// RDMA READ.
     pub const RDMA_READ: u32 = 2;
+    /// Atomic compare and swap.
+    pub const COMP_SWAP: u32 = 3;
+    /// Atomic fetch and add.
+    pub const FETCH_ADD: u32 = 4;
     /// A receive.
     pub const RECV: u32 = 1 << 7;
     /// A receive consumed by an RDMA WRITE with immediate data.
@@ -466,6 +490,10 @@ pub mod access {
     pub const REMOTE_ATOMIC: u32 = 1 << 3;
     /// Memory windows may be bound.
     pub const MW_BIND: u32 = 1 << 4;
+    /// Remote peers may flush the region to global visibility.
+    pub const FLUSH_GLOBAL: u32 = 1 << 8;
+    /// Remote peers may flush the region to persistence.
+    pub const FLUSH_PERSISTENT: u32 = 1 << 9;
     /// `IB_ACCESS_OPTIONAL` (`IB_UVERBS_ACCESS_OPTIONAL_RANGE`, bits 20
     /// to 29): hints a device may ignore, such as relaxed ordering.
     pub const OPTIONAL: u32 = 0x3ff0_0000;

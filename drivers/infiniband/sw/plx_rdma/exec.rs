@@ -20,6 +20,7 @@ use crate::rdma::types::{
     access, qp_state, qp_type, send_flags, wc_opcode, wc_status, wr_opcode, Sge, Wc, WC_WITH_IMM,
 };
 use crate::{
+    atomic::{self, AtomicOp, ATOMIC_LEN},
     mover::CopyError,
     mr::MrUse,
     qp::{Qp, RecvWqe, SendWqe},
@@ -165,7 +166,7 @@ fn copy_pieces(qp: &Qp, dst: &[Piece], src: &[Piece]) -> core::result::Result<()
 
 /// Writes an inline request's `bytes` into `dst`, in list order, with the
 /// CPU: they are in the kernel already, and few.
-fn place_inline(dst: &[Piece], bytes: &[u8]) -> core::result::Result<(), CopyError> {
+pub(crate) fn place_inline(dst: &[Piece], bytes: &[u8]) -> core::result::Result<(), CopyError> {
     let mut from = 0usize;
     for d in dst {
         if from == bytes.len() {
@@ -272,12 +273,18 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
         return Outcome::Failed(wc_status::LOC_LEN_ERR);
     };
     let reads = wqe.opcode == wr_opcode::RDMA_READ;
-    // An RDMA READ writes the local list; everything else reads it. An
-    // inline request's bytes were copied at post: its list names no region.
+    // An RDMA READ and an atomic write the local list; everything else
+    // reads it. An inline request's bytes were copied at post: its list
+    // names no region.
+    let writes_local = reads || wqe.atomic.is_some();
     let lookup_local = || match &wqe.inline {
         Some(_) => Ok(KVec::new()),
-        None => resolve(qp, wqe.sges(), if reads { access::LOCAL_WRITE } else { 0 })
-            .map_err(|()| Outcome::Failed(wc_status::LOC_PROT_ERR)),
+        None => resolve(
+            qp,
+            wqe.sges(),
+            if writes_local { access::LOCAL_WRITE } else { 0 },
+        )
+        .map_err(|()| Outcome::Failed(wc_status::LOC_PROT_ERR)),
     };
     let local = match lookup_local() {
         Ok(l) => l,
@@ -286,6 +293,9 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
     let Some(peer) = peer_of(qp) else {
         return Outcome::Failed(wc_status::RETRY_EXC_ERR);
     };
+    if let Some(op) = wqe.atomic {
+        return execute_atomic(&peer, wqe, op, &local);
+    }
     match wqe.opcode {
         wr_opcode::RDMA_WRITE | wr_opcode::RDMA_WRITE_WITH_IMM | wr_opcode::RDMA_READ => {
             let want = if reads {
@@ -419,5 +429,29 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
             peer.complete_recv(wc, wqe.flags & send_flags::SOLICITED != 0);
             Outcome::Done(byte_len)
         }
+    }
+}
+
+/// An atomic on the peer's region, as rxe's responder checks it: a QP
+/// that grants no atomics or a misaligned target is an invalid request,
+/// a key, protection domain, right or bound that does not hold a remote
+/// access error. The original value goes to the local list.
+fn execute_atomic(peer: &Arc<Qp>, wqe: &SendWqe, op: AtomicOp, local: &[Piece]) -> Outcome {
+    if peer.peer_access() & access::REMOTE_ATOMIC == 0 || !atomic::aligned(wqe.remote_addr) {
+        peer.enter_error();
+        return Outcome::Failed(wc_status::REM_INV_REQ_ERR);
+    }
+    let Some(target) = resolve_remote(peer, wqe, access::REMOTE_ATOMIC, ATOMIC_LEN) else {
+        peer.enter_error();
+        return Outcome::Failed(wc_status::REM_ACCESS_ERR);
+    };
+    let Ok(old) = atomic::execute(&peer.dev, &target, op) else {
+        peer.enter_error();
+        return Outcome::Failed(wc_status::REM_OP_ERR);
+    };
+    drop(target);
+    match place_inline(local, &old.to_ne_bytes()) {
+        Ok(()) => Outcome::Done(u32::try_from(wqe.len()).unwrap_or(u32::MAX)),
+        Err(_) => Outcome::Failed(wc_status::LOC_PROT_ERR),
     }
 }

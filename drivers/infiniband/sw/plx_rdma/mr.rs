@@ -29,13 +29,14 @@ use kernel::{
 
 /// Access bits a region may be registered with.
 ///
-/// `REMOTE_ATOMIC` is granted, as rxe grants it, though no peer can use it:
-/// the device reports no atomic capability (`atomic_cap` none) and refuses
-/// atomic work requests at post. UCX and MPI register every region with
-/// it by default, and a registration that fails stops them before any
-/// atomic is asked for.
-const SUPPORTED: u32 =
-    access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
+/// `MW_BIND` is taken as rxe takes it, though the device has no memory
+/// windows (allocating one is refused): applications register with it
+/// and then find out whether windows exist.
+const SUPPORTED: u32 = access::LOCAL_WRITE
+    | access::REMOTE_WRITE
+    | access::REMOTE_READ
+    | access::REMOTE_ATOMIC
+    | access::MW_BIND;
 
 /// Set in [`Mr::busy`] once the region is deregistered: the work request
 /// that then drops the count to this value wakes the deregistration.
@@ -111,9 +112,10 @@ impl Mr {
         self.key
     }
 
-    /// The remote key: 0 without remote access.
+    /// The remote key: 0 without remote access (write, read or atomics,
+    /// `IB_ACCESS_REMOTE`).
     pub(crate) fn rkey(&self) -> u32 {
-        if self.access & (access::REMOTE_WRITE | access::REMOTE_READ) != 0 {
+        if self.access & (access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC) != 0 {
             self.key
         } else {
             0

@@ -40,6 +40,7 @@ mod udp_tunnel;
 #[path = "../../../../rust/kernel/user_pages.rs"]
 mod user_pages;
 
+mod atomic;
 mod cq;
 mod exec;
 mod links;
@@ -142,6 +143,10 @@ pub(crate) struct Device {
     cqs: Atomic<u32>,
     /// Where the search for a free QP number starts (under `qps`).
     next_qp: Atomic<u32>,
+    /// Held while an atomic operation reads and writes its target, so
+    /// that the device's atomics are atomic against each other.
+    #[pin]
+    pub(crate) atomics: Mutex<()>,
 }
 
 impl Device {
@@ -164,6 +169,7 @@ impl Device {
                 pds: Atomic::new(0),
                 cqs: Atomic::new(0),
                 next_qp: Atomic::new(0),
+                atomics <- new_mutex!((), "plx_rdma_atomics"),
             }),
             GFP_KERNEL,
         )
@@ -501,6 +507,8 @@ pub(crate) fn new_device(
         vendor_id: 0x10b5,
         vendor_part_id: 0x87d0,
         hw_ver: 1,
+        // Executed by the CPU under one lock per device (atomic.rs).
+        atomic_cap: rdma::types::atomic_cap::HCA,
     };
     let driver = Arc::new(PlxRdma(dev), GFP_KERNEL)?;
     let reg = if removable {

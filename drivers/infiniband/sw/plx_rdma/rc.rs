@@ -51,7 +51,8 @@
 //! regions by the CPU while each packet is built.
 
 use crate::{
-    exec::{resolve, rnr_delay_us, Outcome, Piece},
+    atomic::{self, AtomicOp, ATOMIC_LEN},
+    exec::{place_inline, resolve, rnr_delay_us, Outcome, Piece},
     mover::CopyError,
     net::{Path, Port, WireStats},
     qp::{Qp, RecvWqe, SendWqe, MAX_SGE},
@@ -61,7 +62,7 @@ use crate::{
     udp_tunnel::LinearSkb,
     wire::{
         bth::Bth,
-        ext::{Aeth, ImmDt, NakCode, Reth, Syndrome},
+        ext::{Aeth, AtomicAckEth, AtomicEth, ImmDt, NakCode, Reth, Syndrome},
         opcode::{self, Operation, Position},
         packet::{ExtHeaders, Packet},
         psn::Psn,
@@ -98,6 +99,46 @@ pub(crate) struct Pending {
     answer: Option<Answer>,
     /// An RDMA READ's local list, where its responses go.
     read: Option<ReadTarget>,
+    /// An atomic's local list, where the original value goes.
+    atomic: Option<([Sge; MAX_SGE as usize], usize)>,
+}
+
+/// How many executed atomics a responder remembers, to answer their
+/// duplicates with the value they found instead of executing them again
+/// (IBA 9.7.5.1.4; rxe keeps them among its responder resources).
+const ATOMIC_REPLIES: usize = 16;
+
+/// The responder's record of its last atomics: PSN and original value.
+#[derive(Clone, Copy)]
+struct AtomicReplies {
+    entries: [Option<(Psn, u64)>; ATOMIC_REPLIES],
+    next: usize,
+}
+
+impl AtomicReplies {
+    const fn new() -> Self {
+        Self {
+            entries: [None; ATOMIC_REPLIES],
+            next: 0,
+        }
+    }
+
+    fn record(&mut self, psn: Psn, orig: u64) {
+        self.entries[self.next] = Some((psn, orig));
+        self.next = if self.next + 1 == ATOMIC_REPLIES {
+            0
+        } else {
+            self.next + 1
+        };
+    }
+
+    fn find(&self, psn: Psn) -> Option<u64> {
+        self.entries
+            .iter()
+            .flatten()
+            .find(|(p, _)| *p == psn)
+            .map(|&(_, orig)| orig)
+    }
 }
 
 /// Where the responses of an outstanding RDMA READ are placed.
@@ -138,6 +179,7 @@ pub(crate) struct RcState {
     unacked: u32,
     pub(crate) recv: Option<InRecv>,
     write: Option<InWrite>,
+    atomics: AtomicReplies,
 }
 
 impl RcState {
@@ -151,6 +193,7 @@ impl RcState {
             unacked: 0,
             recv: None,
             write: None,
+            atomics: AtomicReplies::new(),
         }
     }
 
@@ -297,6 +340,33 @@ fn transmit(
 ) -> core::result::Result<(), u32> {
     let stats = &qp.dev.wire_stats;
     let len = wqe.len();
+    if let Some(op) = wqe.atomic {
+        let (opcode, swap_add, compare) = match op {
+            AtomicOp::CompareSwap { compare, swap } => {
+                (opcode::code::RC_COMPARE_SWAP, swap, compare)
+            }
+            AtomicOp::FetchAdd { add } => (opcode::code::RC_FETCH_ADD, add, 0),
+        };
+        let bth = Bth {
+            opcode,
+            pkey: Bth::DEFAULT_PKEY,
+            dest_qp: path.dest_qp,
+            ack_req: true,
+            psn: first,
+            ..Bth::default()
+        };
+        let ext = ExtHeaders {
+            atomic_eth: Some(AtomicEth {
+                va: wqe.remote_addr,
+                rkey: wqe.rkey,
+                swap_add,
+                compare,
+            }),
+            ..ExtHeaders::default()
+        };
+        let _ = port.send(stats, path, &bth, &ext, 0, |_| Ok(()));
+        return Ok(());
+    }
     let local = match &wqe.inline {
         Some(_) => KVec::new(),
         // A READ's list is written by the completer, not read here.
@@ -434,6 +504,7 @@ fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
         | wr_opcode::RDMA_WRITE
         | wr_opcode::RDMA_WRITE_WITH_IMM
         | wr_opcode::RDMA_READ => {}
+        _ if wqe.atomic.is_some() => {}
         _ => return Outcome::Failed(wc_status::LOC_QP_OP_ERR),
     }
     let reads = wqe.opcode == wr_opcode::RDMA_READ;
@@ -442,7 +513,11 @@ fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
         return Outcome::Failed(wc_status::LOC_LEN_ERR);
     };
     // Checked before the first packet: a bad lkey sends nothing.
-    let want = if reads { access::LOCAL_WRITE } else { 0 };
+    let want = if reads || wqe.atomic.is_some() {
+        access::LOCAL_WRITE
+    } else {
+        0
+    };
     if wqe.inline.is_none() && resolve(qp, wqe.sges(), want).is_err() {
         return Outcome::Failed(wc_status::LOC_PROT_ERR);
     }
@@ -463,6 +538,7 @@ fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
                 mtu: path.mtu as u64,
                 len,
             }),
+            atomic: wqe.atomic.map(|_| (wqe.sges, wqe.num_sge)),
         });
         (first, st.attr)
     };
@@ -544,6 +620,9 @@ pub(crate) fn on_response(qp: &Qp, pkt: &Packet<'_>, skb: &LinearSkb) -> bool {
     if pkt.info.operation == Operation::RdmaReadResponse {
         return on_read_response(qp, pkt, skb);
     }
+    if pkt.info.operation == Operation::AtomicAcknowledge {
+        return on_atomic_ack(qp, pkt);
+    }
     let (Some(aeth), Operation::Acknowledge) = (pkt.ext.aeth, pkt.info.operation) else {
         WireStats::inc(&stats.rx_drop_unsupported_op);
         return false;
@@ -556,8 +635,9 @@ pub(crate) fn on_response(qp: &Qp, pkt: &Packet<'_>, skb: &LinearSkb) -> bool {
     };
     let within = !psn.is_before(p.first) && !p.last.is_before(psn);
     let answer = match aeth.syndrome {
-        // A READ is answered by its responses, not by an ACK.
-        Syndrome::Ack { .. } if p.read.is_some() => {
+        // A READ is answered by its responses, an atomic by an atomic
+        // acknowledge, not by an ACK.
+        Syndrome::Ack { .. } if p.read.is_some() || p.atomic.is_some() => {
             WireStats::inc(&stats.rx_stale_acks);
             None
         }
@@ -640,6 +720,105 @@ fn on_read_response(qp: &Qp, pkt: &Packet<'_>, skb: &LinearSkb) -> bool {
         }
     }
     qp.answered.notify_all();
+    true
+}
+
+/// An atomic acknowledge: the original value of the outstanding atomic,
+/// written into its local list by the CPU (eight bytes), which completes
+/// it. One for another PSN is stale.
+fn on_atomic_ack(qp: &Qp, pkt: &Packet<'_>) -> bool {
+    let stats = &qp.dev.wire_stats;
+    let psn = pkt.bth.psn;
+    let (Some(aeth), Some(ack)) = (pkt.ext.aeth, pkt.ext.atomic_ack_eth) else {
+        WireStats::inc(&stats.rx_drop_bad_header);
+        return false;
+    };
+    let expected = {
+        let st = qp.state.lock();
+        st.rc
+            .pending
+            .as_ref()
+            .filter(|p| p.first == psn && matches!(aeth.syndrome, Syndrome::Ack { .. }))
+            .and_then(|p| p.atomic)
+    };
+    let Some((sges, num_sge)) = expected else {
+        WireStats::inc(&stats.rx_stale_acks);
+        return true;
+    };
+    let placed = resolve(qp, &sges[..num_sge], access::LOCAL_WRITE)
+        .is_ok_and(|dst| place_inline(&dst, &ack.orig.to_ne_bytes()).is_ok());
+    let mut st = qp.state.lock();
+    if let Some(p) = st.rc.pending.as_mut().filter(|p| p.first == psn) {
+        p.answer = Some(if placed {
+            Answer::Acked
+        } else {
+            Answer::LocalProtection
+        });
+        qp.answered.notify_all();
+    }
+    true
+}
+
+/// Executes an atomic request whose PSN is the expected one, as rxe's
+/// responder checks it (see `exec::execute_atomic`), and answers with
+/// the original value, which is also kept for a duplicate of the request.
+fn atomic_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_>) -> bool {
+    let Some(eth) = pkt.ext.atomic_eth else {
+        return false;
+    };
+    let psn = pkt.bth.psn;
+    let op = match pkt.info.operation {
+        Operation::CompareSwap => AtomicOp::CompareSwap {
+            compare: eth.compare,
+            swap: eth.swap_add,
+        },
+        _ => AtomicOp::FetchAdd { add: eth.swap_add },
+    };
+    let (msn, valid) = {
+        let st = qp.state.lock();
+        let valid = st.attr.qp_access_flags & access::REMOTE_ATOMIC != 0
+            && st.rc.recv.is_none()
+            && st.rc.write.is_none()
+            && pkt.payload().is_empty()
+            && atomic::aligned(eth.va);
+        (st.rc.msn, valid)
+    };
+    let nak = |code| {
+        send_ack(qp, port, path, psn, Syndrome::Nak(code), msn);
+        qp.enter_error();
+        true
+    };
+    if !valid {
+        return nak(NakCode::InvalidRequest);
+    }
+    let target = qp.dev.mrs.get(eth.rkey).and_then(|mr| {
+        let ok = mr.rkey() == eth.rkey
+            && Arc::ptr_eq(&mr.pd, &qp.pd)
+            && mr.allows(access::REMOTE_ATOMIC);
+        let offset = mr.offset_of(eth.va, ATOMIC_LEN).filter(|_| ok)?;
+        Some(Piece {
+            mr,
+            offset,
+            len: ATOMIC_LEN,
+        })
+    });
+    let Some(target) = target else {
+        return nak(NakCode::RemoteAccessError);
+    };
+    let Ok(orig) = atomic::execute(&qp.dev, &target, op) else {
+        return nak(NakCode::RemoteOperationalError);
+    };
+    drop(target);
+    let msn = {
+        let mut st = qp.state.lock();
+        st.rc.epsn = psn.next();
+        st.rc.nak_sent = false;
+        st.rc.msn = (st.rc.msn + 1) & Psn::MASK;
+        st.rc.unacked = 0;
+        st.rc.atomics.record(psn, orig);
+        st.rc.msn
+    };
+    send_atomic_ack(qp, port, path, psn, orig, msn);
     true
 }
 
@@ -738,6 +917,24 @@ fn read_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_>, duplic
 
 /// Sends an acknowledge of `psn` with `syndrome`.
 fn send_ack(qp: &Qp, port: &Port, path: &Path, psn: Psn, syndrome: Syndrome, msn: u32) {
+    send_acknowledge(qp, port, path, psn, syndrome, msn, None);
+}
+
+/// Sends the atomic acknowledge of the atomic at `psn`, which found
+/// `orig`.
+fn send_atomic_ack(qp: &Qp, port: &Port, path: &Path, psn: Psn, orig: u64, msn: u32) {
+    send_acknowledge(qp, port, path, psn, ACK, msn, Some(AtomicAckEth { orig }));
+}
+
+fn send_acknowledge(
+    qp: &Qp,
+    port: &Port,
+    path: &Path,
+    psn: Psn,
+    syndrome: Syndrome,
+    msn: u32,
+    atomic_ack_eth: Option<AtomicAckEth>,
+) {
     let stats = &qp.dev.wire_stats;
     WireStats::inc(match syndrome {
         Syndrome::Ack { .. } => &stats.acks_sent,
@@ -745,7 +942,10 @@ fn send_ack(qp: &Qp, port: &Port, path: &Path, psn: Psn, syndrome: Syndrome, msn
         _ => &stats.naks_sent,
     });
     let bth = Bth {
-        opcode: opcode::code::RC_ACKNOWLEDGE,
+        opcode: match atomic_ack_eth {
+            Some(_) => opcode::code::RC_ATOMIC_ACKNOWLEDGE,
+            None => opcode::code::RC_ACKNOWLEDGE,
+        },
         pkey: Bth::DEFAULT_PKEY,
         dest_qp: path.dest_qp,
         psn,
@@ -753,6 +953,7 @@ fn send_ack(qp: &Qp, port: &Port, path: &Path, psn: Psn, syndrome: Syndrome, msn
     };
     let ext = ExtHeaders {
         aeth: Some(Aeth { syndrome, msn }),
+        atomic_ack_eth,
         ..ExtHeaders::default()
     };
     // A lost acknowledge is resent when the request is.
@@ -796,6 +997,22 @@ pub(crate) fn on_request(
             drop(st);
             return read_request(qp, port, path, pkt, true);
         }
+        let atomic = matches!(
+            pkt.info.operation,
+            Operation::CompareSwap | Operation::FetchAdd
+        );
+        if d < 0 && atomic {
+            // An atomic whose acknowledge was lost: answer with the value
+            // it found, never execute it again; one too old to be
+            // remembered is dropped, as rxe drops it.
+            WireStats::inc(&stats.rx_duplicates);
+            let (found, msn) = (st.rc.atomics.find(psn), st.rc.msn);
+            drop(st);
+            if let Some(orig) = found {
+                send_atomic_ack(qp, port, path, psn, orig, msn);
+            }
+            return true;
+        }
         if d < 0 {
             // Executed already: say so again where asked, do not execute.
             WireStats::inc(&stats.rx_duplicates);
@@ -821,6 +1038,10 @@ pub(crate) fn on_request(
         if pkt.info.operation == Operation::RdmaReadRequest {
             drop(st);
             return read_request(qp, port, path, pkt, false);
+        }
+        if atomic {
+            drop(st);
+            return atomic_request(qp, port, path, pkt);
         }
         let access = st.attr.qp_access_flags;
         let min_rnr = st.attr.min_rnr_timer as u8;
