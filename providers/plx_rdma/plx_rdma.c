@@ -24,6 +24,7 @@
  */
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -43,8 +44,19 @@ struct plx_rdma_device {
 	struct verbs_device vdev;
 };
 
+/*
+ * A context outlives ibv_close_device() while objects made on it are
+ * alive: one reference for the open device and one per PD, MR, CQ, SRQ,
+ * QP and AH, the memory and the command file freed with the last. Closing
+ * a device before destroying its objects is a caller's mistake, but a
+ * common one at exit (Python's collector, pyverbs' tests): their destroy
+ * calls then still find the context and the kernel's handles, instead of
+ * reading freed memory, which is how rxe's processes die in the same
+ * place.
+ */
 struct plx_rdma_context {
 	struct verbs_context vctx;
+	atomic_uint refs;
 };
 
 /*
@@ -134,6 +146,28 @@ static int plx_rdma_query_port(struct ibv_context *ibctx, uint8_t port,
 	return ibv_cmd_query_port(ibctx, port, attr, &cmd, sizeof(cmd));
 }
 
+static struct plx_rdma_context *to_plx_ctx(struct ibv_context *ibctx)
+{
+	return container_of(ibctx, struct plx_rdma_context, vctx.context);
+}
+
+/* An object was made on @ibctx. */
+static void plx_rdma_ctx_get(struct ibv_context *ibctx)
+{
+	atomic_fetch_add(&to_plx_ctx(ibctx)->refs, 1);
+}
+
+/* An object of @ibctx is gone, or the device was closed: the last frees it. */
+static void plx_rdma_ctx_put(struct ibv_context *ibctx)
+{
+	struct plx_rdma_context *ctx = to_plx_ctx(ibctx);
+
+	if (atomic_fetch_sub(&ctx->refs, 1) == 1) {
+		verbs_uninit_context(&ctx->vctx);
+		free(ctx);
+	}
+}
+
 static struct ibv_pd *plx_rdma_alloc_pd(struct ibv_context *ibctx)
 {
 	struct ib_uverbs_alloc_pd_resp resp;
@@ -152,6 +186,7 @@ static struct ibv_pd *plx_rdma_alloc_pd(struct ibv_context *ibctx)
 		errno = ret;
 		return NULL;
 	}
+	plx_rdma_ctx_get(ibctx);
 	return pd;
 }
 
@@ -162,12 +197,14 @@ static struct ibv_pd *plx_rdma_alloc_pd(struct ibv_context *ibctx)
  */
 static int plx_rdma_dealloc_pd(struct ibv_pd *pd)
 {
+	struct ibv_context *ibctx = pd->context;
 	int ret;
 
 	ret = ibv_cmd_dealloc_pd(pd);
 	if (ret)
 		return ret;
 	free(pd);
+	plx_rdma_ctx_put(ibctx);
 	return 0;
 }
 
@@ -192,17 +229,20 @@ static struct ibv_mr *plx_rdma_reg_mr(struct ibv_pd *pd, void *addr,
 		errno = ret;
 		return NULL;
 	}
+	plx_rdma_ctx_get(pd->context);
 	return &vmr->ibv_mr;
 }
 
 static int plx_rdma_dereg_mr(struct verbs_mr *vmr)
 {
+	struct ibv_context *ibctx = vmr->ibv_mr.context;
 	int ret;
 
 	ret = ibv_cmd_dereg_mr(vmr);
 	if (ret)
 		return ret;
 	free(vmr);
+	plx_rdma_ctx_put(ibctx);
 	return 0;
 }
 
@@ -226,6 +266,7 @@ static struct ibv_cq *plx_rdma_create_cq(struct ibv_context *ibctx, int cqe,
 		errno = ret;
 		return NULL;
 	}
+	plx_rdma_ctx_get(ibctx);
 	return &cq->vcq.cq;
 }
 
@@ -394,6 +435,7 @@ static struct ibv_cq_ex *plx_rdma_create_cq_ex(struct ibv_context *ibctx,
 	cq_ex->read_flow_tag = plx_rdma_read_none_u32;
 	cq_ex->read_tm_info = plx_rdma_read_no_tm_info;
 	cq_ex->read_completion_wallclock_ns = plx_rdma_read_none_u64;
+	plx_rdma_ctx_get(ibctx);
 	return cq_ex;
 }
 
@@ -410,6 +452,7 @@ static int plx_rdma_resize_cq(struct ibv_cq *cq, int cqe)
 static int plx_rdma_destroy_cq(struct ibv_cq *ibcq)
 {
 	struct plx_rdma_cq *cq = container_of(ibcq, struct plx_rdma_cq, vcq.cq);
+	struct ibv_context *ibctx = ibcq->context;
 	int ret;
 
 	ret = ibv_cmd_destroy_cq(ibcq);
@@ -419,6 +462,7 @@ static int plx_rdma_destroy_cq(struct ibv_cq *ibcq)
 	if (cq->vcq.cq_ex.start_poll)
 		pthread_spin_destroy(&cq->lock);
 	free(cq);
+	plx_rdma_ctx_put(ibctx);
 	return 0;
 }
 
@@ -441,6 +485,7 @@ static struct ibv_srq *plx_rdma_create_srq(struct ibv_pd *pd,
 		errno = ret;
 		return NULL;
 	}
+	plx_rdma_ctx_get(pd->context);
 	return srq;
 }
 
@@ -461,12 +506,14 @@ static int plx_rdma_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
 
 static int plx_rdma_destroy_srq(struct ibv_srq *srq)
 {
+	struct ibv_context *ibctx = srq->context;
 	int ret;
 
 	ret = ibv_cmd_destroy_srq(srq);
 	if (ret)
 		return ret;
 	free(srq);
+	plx_rdma_ctx_put(ibctx);
 	return 0;
 }
 
@@ -506,6 +553,7 @@ static struct ibv_qp *plx_rdma_create_qp(struct ibv_pd *pd,
 		errno = ret;
 		return NULL;
 	}
+	plx_rdma_ctx_get(pd->context);
 	return &qp->vqp.qp;
 }
 
@@ -1060,6 +1108,7 @@ static struct ibv_qp *plx_rdma_create_qp_ex(struct ibv_context *ibctx,
 		plx_rdma_set_send_ops(qp);
 		qp->vqp.comp_mask |= VERBS_QP_EX;
 	}
+	plx_rdma_ctx_get(ibctx);
 	return &qp->vqp.qp;
 }
 
@@ -1083,6 +1132,7 @@ static int plx_rdma_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 static int plx_rdma_destroy_qp(struct ibv_qp *ibqp)
 {
 	struct plx_rdma_qp *qp = container_of(ibqp, struct plx_rdma_qp, vqp.qp);
+	struct ibv_context *ibctx = ibqp->context;
 	int ret;
 
 	ret = ibv_cmd_destroy_qp(ibqp);
@@ -1093,6 +1143,7 @@ static int plx_rdma_destroy_qp(struct ibv_qp *ibqp)
 	free(qp->batch.sge);
 	free(qp->batch.bytes);
 	free(qp);
+	plx_rdma_ctx_put(ibctx);
 	return 0;
 }
 
@@ -1117,27 +1168,27 @@ static struct ibv_ah *plx_rdma_create_ah(struct ibv_pd *pd,
 		errno = ret;
 		return NULL;
 	}
+	plx_rdma_ctx_get(pd->context);
 	return ah;
 }
 
 static int plx_rdma_destroy_ah(struct ibv_ah *ah)
 {
+	struct ibv_context *ibctx = ah->context;
 	int ret;
 
 	ret = ibv_cmd_destroy_ah(ah);
 	if (ret)
 		return ret;
 	free(ah);
+	plx_rdma_ctx_put(ibctx);
 	return 0;
 }
 
+/* ibv_close_device(): the device's own reference (see plx_rdma_context). */
 static void plx_rdma_free_context(struct ibv_context *ibctx)
 {
-	struct plx_rdma_context *ctx =
-		container_of(ibctx, struct plx_rdma_context, vctx.context);
-
-	verbs_uninit_context(&ctx->vctx);
-	free(ctx);
+	plx_rdma_ctx_put(ibctx);
 }
 
 /*
@@ -1192,6 +1243,7 @@ static struct verbs_context *plx_rdma_alloc_context(struct ibv_device *ibdev,
 		goto err;
 
 	verbs_set_ops(&ctx->vctx, &plx_rdma_ctx_ops);
+	atomic_init(&ctx->refs, 1);
 	return &ctx->vctx;
 
 err:

@@ -802,6 +802,7 @@ static const struct ib_device_ops rust_ib_dev_ops = {
 	.alloc_pd = rib_alloc_pd,
 	.alloc_ucontext = rib_alloc_ucontext,
 	.create_ah = rib_create_ah,
+	.create_user_ah = rib_create_ah,
 	.create_cq = rib_create_cq,
 	.create_qp = rib_create_qp,
 	.dealloc_pd = rib_dealloc_pd,

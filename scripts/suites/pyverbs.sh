@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-# Suite: rdma-core's own test suite (tests/ on pyverbs, the release the provider is built for) on plx_rdma0 and on rxe0 in one guest, outcome by outcome: plx_rdma0 fails no test that rxe0 passes or skips, its processes die nowhere rxe0's live, and what it does not implement is a clean skip
+# Suite: rdma-core's own test suite (tests/ on pyverbs, the release the provider is built for) on plx_rdma0 and on rxe0 in one guest, outcome by outcome: plx_rdma0 fails no test that rxe0 passes or skips, none of its processes dies, and what it does not implement is a clean skip
 . "$(dirname "$0")/../lib.sh"
 . "$REPO/scripts/guest/lib.sh"
 

@@ -58,7 +58,7 @@ pub(crate) fn run_send_queue(qp: &Arc<Qp>) {
             continue;
         }
         Stats::add(&qp.dev.stats.send_wrs, 1);
-        let outcome = if qp.qp_type == qp_type::GSI {
+        let outcome = if qp.is_datagram() {
             crate::ud::send(qp, &wqe)
         } else if qp.on_wire() {
             crate::rc::execute(qp, &wqe)

@@ -594,7 +594,7 @@ impl Rx {
         };
         if datagram {
             // Datagrams are not connected: any source may send one.
-            if qp.qp_type != qp_type::GSI {
+            if !qp.is_datagram() {
                 WireStats::inc(&stats.rx_drop_qp_type);
                 return false;
             }

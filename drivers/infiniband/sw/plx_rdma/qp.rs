@@ -3,9 +3,11 @@
 //! Queue pairs: the verbs state machine, the send and receive queues, and
 //! the work item that executes the send queue.
 //!
-//! User space gets reliable-connected QPs; kernel consumers get the GSI QP
-//! (QP1) that ib_core's MAD layer opens on the port, a datagram QP whose
-//! requests carry kernel memory (`KernelSgl`) and an address (`UdDest`).
+//! User space gets reliable-connected and unreliable-datagram QPs; kernel
+//! consumers get the GSI QP (QP1) that ib_core's MAD layer opens on the
+//! port, a datagram QP whose requests carry kernel memory (`KernelSgl`).
+//! A datagram request carries its address (`UdDest`, from the address
+//! handle).
 //!
 //! Posting only checks the request and queues it (it must not sleep); the
 //! QP's work item then executes the send queue in order (see `exec`),
@@ -165,7 +167,7 @@ impl QpState {
 #[pin_data]
 pub(crate) struct Qp {
     pub(crate) qpn: u32,
-    /// `qp_type::RC` or `qp_type::GSI`.
+    /// `qp_type::RC`, `qp_type::UD` or `qp_type::GSI`.
     pub(crate) qp_type: u32,
     /// Created by a kernel consumer.
     pub(crate) kernel: bool,
@@ -212,11 +214,11 @@ impl Qp {
         rcq: Arc<Cq>,
         init: &mut QpInit,
     ) -> Result<Arc<Self>> {
-        // User verbs get RC QPs; the kernel side only runs the MAD layer
-        // (GSI), which addresses memory by kernel virtual address.
+        // User verbs get RC and UD QPs; the kernel side only runs the MAD
+        // layer (GSI), which addresses memory by kernel virtual address.
         let kernel = init.kernel != 0;
         let ok = match init.qp_type {
-            qp_type::RC => !kernel,
+            qp_type::RC | qp_type::UD => !kernel,
             qp_type::GSI => kernel,
             _ => false,
         };
@@ -473,7 +475,7 @@ impl Qp {
         if !matches!(st.state, qp_state::RTS | qp_state::SQD | qp_state::ERR) {
             return Err(EINVAL);
         }
-        let datagram = self.qp_type == qp_type::GSI;
+        let datagram = self.is_datagram();
         let atomic = AtomicOp::of_wr(wr.opcode, wr.compare_add, wr.swap);
         match wr.opcode {
             wr_opcode::SEND | wr_opcode::SEND_WITH_IMM => {}
@@ -625,14 +627,16 @@ impl Qp {
         )
     }
 
-    /// Whether the QP takes a datagram sent with `qkey`: a GSI QP that
-    /// answers requests, with that Q_Key.
+    /// Whether the QP sends and receives datagrams (GSI or UD).
+    pub(crate) fn is_datagram(&self) -> bool {
+        matches!(self.qp_type, qp_type::GSI | qp_type::UD)
+    }
+
+    /// Whether the QP takes a datagram sent with `qkey`: a datagram QP
+    /// that answers requests, with that Q_Key.
     pub(crate) fn accepts_datagram(&self, qkey: u32) -> bool {
         let st = self.state.lock();
-        self.qp_type == qp_type::GSI
-            && !st.dead
-            && Self::accepts_requests(st.state)
-            && st.attr.qkey == qkey
+        self.is_datagram() && !st.dead && Self::accepts_requests(st.state) && st.attr.qkey == qkey
     }
 
     /// The Q_Key (datagram QPs).

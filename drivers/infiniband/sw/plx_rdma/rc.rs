@@ -251,7 +251,7 @@ fn walk(
 }
 
 /// Copies `out.len()` bytes of the list `src` from byte `off` on.
-fn gather(src: &[Piece], off: u64, out: &mut [u8]) -> Result {
+pub(crate) fn gather(src: &[Piece], off: u64, out: &mut [u8]) -> Result {
     walk(src, off, out.len(), |p, at, range| {
         let at = usize::try_from(at).map_err(|_| EFAULT)?;
         p.mr.mem.read_at(at, &mut out[range])

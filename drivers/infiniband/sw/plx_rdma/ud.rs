@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Datagrams: the GSI QP (QP1), on which ib_core's MAD layer carries the
-//! connection manager's messages (what rdma_cm and `rping` connect with).
+//! connection manager's messages (what rdma_cm and `rping` connect with),
+//! and the UD QPs of user space.
 //!
 //! A datagram goes to the QP its request names. To one of the port's own
 //! GIDs it takes the loopback fabric (unless `wire_local`); to any other
@@ -15,17 +16,21 @@
 //! from rxe, so ib_core can build the reply's address from it: on the
 //! wire, the IPv4 header as received.
 //!
-//! Both ends are kernel consumers' QPs: the data is kernel memory
-//! (`KernelSgl`), copied by the CPU; MADs are 256 bytes.
+//! A datagram is one packet, at most the path MTU: the CPU gathers it from
+//! the sender's list (kernel memory for QP1, registered regions or inline
+//! bytes for a user QP) and writes the header and it into the receive,
+//! where a descriptor round trip would cost more than the copy. MADs are
+//! 256 bytes.
 
 use crate::rdma::types::{
-    network_type, send_flags, wc_opcode, wc_status, wr_opcode, UdDest, Wc, GRH_BYTES, WC_GRH,
-    WC_WITH_IMM, WC_WITH_NETWORK_HDR_TYPE,
+    access, network_type, send_flags, wc_opcode, wc_status, wr_opcode, UdDest, Wc, GRH_BYTES,
+    WC_GRH, WC_WITH_IMM, WC_WITH_NETWORK_HDR_TYPE,
 };
 use crate::{
-    exec::Outcome,
+    exec::{place_inline, resolve, Outcome},
     net::{src_port, Path, WireStats},
-    qp::{KernelSendList, Qp, SendWqe},
+    qp::{Qp, RecvWqe, SendWqe},
+    rc::gather,
     stats::Stats,
     wire::{
         bth::Bth,
@@ -35,24 +40,85 @@ use crate::{
         packet::{ExtHeaders, Packet},
     },
 };
-use kernel::sync::Arc;
+use kernel::{prelude::*, sync::Arc};
 
 /// A work request's Q_Key with this bit asks for the QP's own.
 const QKEY_USE_QP: u32 = 0x8000_0000;
 
-/// Sends the datagram of `wqe`, posted on `qp` (a GSI QP).
+/// The bytes of the datagram of `wqe`, posted on `qp`; `Err` with the
+/// completion status of a request whose list does not resolve.
+fn gather_datagram(qp: &Qp, wqe: &SendWqe) -> core::result::Result<KVec<u8>, u32> {
+    let len = usize::try_from(wqe.len()).map_err(|_| wc_status::LOC_LEN_ERR)?;
+    let mut out = KVec::from_elem(0u8, len, GFP_KERNEL).map_err(|_| wc_status::LOC_QP_OP_ERR)?;
+    match (&wqe.inline, &wqe.kmem) {
+        (Some(bytes), _) => out.copy_from_slice(bytes),
+        (None, Some(k)) => {
+            k.read_at(0, &mut out);
+        }
+        (None, None) => {
+            let src = resolve(qp, wqe.sges(), 0).map_err(|()| wc_status::LOC_PROT_ERR)?;
+            gather(&src, 0, &mut out).map_err(|_| wc_status::LOC_PROT_ERR)?;
+        }
+    }
+    Ok(out)
+}
+
+/// Writes a datagram, its network `header` then its `payload`, into the
+/// receive `recv` of `qp`: the total written, or the receive's completion
+/// status (too short, or a list that does not resolve).
+fn write_datagram(
+    qp: &Qp,
+    recv: &mut RecvWqe,
+    header: &[u8; GRH_BYTES],
+    payload: &[u8],
+) -> core::result::Result<u32, u32> {
+    let need = GRH_BYTES + payload.len();
+    let total = u32::try_from(need).map_err(|_| wc_status::LOC_LEN_ERR)?;
+    if let Some(dst) = recv.kmem.as_mut() {
+        if dst.len() < need as u64 {
+            return Err(wc_status::LOC_LEN_ERR);
+        }
+        dst.write_at(0, header);
+        dst.write_at(GRH_BYTES as u64, payload);
+        return Ok(total);
+    }
+    let room: u64 = recv.sges().iter().map(|s| u64::from(s.length)).sum();
+    if room < need as u64 {
+        return Err(wc_status::LOC_LEN_ERR);
+    }
+    let dst =
+        resolve(qp, recv.sges(), access::LOCAL_WRITE).map_err(|()| wc_status::LOC_PROT_ERR)?;
+    let mut bytes = KVec::with_capacity(need, GFP_KERNEL).map_err(|_| wc_status::LOC_QP_OP_ERR)?;
+    bytes
+        .extend_from_slice(header, GFP_KERNEL)
+        .and_then(|()| bytes.extend_from_slice(payload, GFP_KERNEL))
+        .map_err(|_| wc_status::LOC_QP_OP_ERR)?;
+    place_inline(&dst, &bytes).map_err(|_| wc_status::LOC_PROT_ERR)?;
+    Ok(total)
+}
+
+/// Sends the datagram of `wqe`, posted on `qp` (GSI or UD).
 pub(crate) fn send(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
-    let (Some(src), Some(ud)) = (wqe.kmem.as_ref(), wqe.ud.as_ref()) else {
-        // Posting accepts no datagram without both.
+    let Some(ud) = wqe.ud.as_ref() else {
+        // Posting accepts no datagram without an address.
         return Outcome::Failed(wc_status::LOC_QP_OP_ERR);
     };
-    let Ok(byte_len) = u32::try_from(src.len()) else {
+    let Ok(byte_len) = u32::try_from(wqe.len()) else {
         return Outcome::Failed(wc_status::LOC_LEN_ERR);
     };
     let stats = &qp.dev.stats;
     let dropped = || {
         Stats::add(&stats.datagrams_dropped, 1);
         Outcome::Done(byte_len)
+    };
+    // A datagram is one packet. One longer than the port's MTU sends
+    // nothing and is no error (IBA C10-93.1.1), as in rxe.
+    if byte_len as usize > qp.dev.mtu_cap() {
+        return dropped();
+    }
+    let src = match gather_datagram(qp, wqe) {
+        Ok(b) => b,
+        Err(status) => return Outcome::Failed(status),
     };
     // A Q_Key with its high bit set means the sending QP's own (what
     // ib_mad posts, IB_QP_SET_QKEY).
@@ -62,7 +128,7 @@ pub(crate) fn send(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
         ud.remote_qkey
     };
     if ud.local == 0 || qp.dev.wire_local {
-        return send_wire(qp, wqe, src, ud, qkey);
+        return send_wire(qp, wqe, &src, ud, qkey);
     }
     let Some(peer) = qp.dev.find_qp(ud.remote_qpn) else {
         return dropped();
@@ -81,21 +147,17 @@ pub(crate) fn send(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
         src_qp: qp.qpn,
         ..Wc::default()
     };
-    let room = recv.kmem.as_ref().map_or(0, |d| d.len());
-    let (Some(dst), true) = (
-        recv.kmem.as_mut(),
-        room >= GRH_BYTES as u64 + u64::from(byte_len),
-    ) else {
-        // Too short for the datagram: the receive fails, the send does not.
-        wc.status = wc_status::LOC_LEN_ERR;
-        peer.complete_recv(wc, false);
-        return Outcome::Done(byte_len);
+    wc.byte_len = match write_datagram(&peer, &mut recv, &ud.header, &src) {
+        Ok(n) => n,
+        Err(status) => {
+            // The receive fails (too short, say), the send does not.
+            wc.status = status;
+            peer.complete_recv(wc, false);
+            return Outcome::Done(byte_len);
+        }
     };
-    dst.write_at(0, &ud.header);
-    src.copy_to(dst, GRH_BYTES as u64);
     Stats::add(&stats.datagrams, 1);
     Stats::add(&stats.cpu_bytes, u64::from(byte_len));
-    wc.byte_len = GRH_BYTES as u32 + byte_len;
     wc.wc_flags = WC_GRH | WC_WITH_NETWORK_HDR_TYPE;
     wc.network_hdr_type = ud.net_type;
     if wqe.opcode == wr_opcode::SEND_WITH_IMM {
@@ -134,8 +196,8 @@ fn wire_path(qp: &Qp, ud: &UdDest, mtu: usize) -> Option<Path> {
 
 /// Sends the datagram of `wqe` as one RoCEv2 UD SEND; the device's port
 /// is taken now if the QP holds none yet (another stack had it).
-fn send_wire(qp: &Arc<Qp>, wqe: &SendWqe, src: &KernelSendList, ud: &UdDest, qkey: u32) -> Outcome {
-    let byte_len = src.len();
+fn send_wire(qp: &Arc<Qp>, wqe: &SendWqe, src: &[u8], ud: &UdDest, qkey: u32) -> Outcome {
+    let byte_len = src.len() as u64;
     let dropped = || {
         Stats::add(&qp.dev.stats.datagrams_dropped, 1);
         Outcome::Done(byte_len as u32)
@@ -146,9 +208,8 @@ fn send_wire(qp: &Arc<Qp>, wqe: &SendWqe, src: &KernelSendList, ud: &UdDest, qke
     let Some(path) = wire_path(qp, ud, qp.dev.mtu_cap()) else {
         return dropped();
     };
-    // A datagram is one packet.
     if byte_len > path.mtu as u64 {
-        return Outcome::Failed(wc_status::LOC_LEN_ERR);
+        return dropped();
     }
     let imm = wqe.opcode == wr_opcode::SEND_WITH_IMM;
     let psn = {
@@ -178,7 +239,7 @@ fn send_wire(qp: &Arc<Qp>, wqe: &SendWqe, src: &KernelSendList, ud: &UdDest, qke
         ..ExtHeaders::default()
     };
     let fill = |out: &mut [u8]| {
-        src.read_at(0, out);
+        out.copy_from_slice(src.get(..out.len()).ok_or(EFAULT)?);
         Ok(())
     };
     // Unreliable: a datagram the stack could not send is lost, as one
@@ -208,6 +269,10 @@ pub(crate) fn on_datagram(qp: &Qp, ip: &[u8], pkt: &Packet<'_>) -> bool {
         WireStats::inc(&stats.rx_drop_qkey);
         return false;
     }
+    let Some(ip) = ip.get(..Ipv4Header::LEN) else {
+        WireStats::inc(&stats.rx_drop_bad_header);
+        return false;
+    };
     let Some(mut recv) = qp.take_recv() else {
         WireStats::inc(&stats.rx_drop_no_recv);
         return false;
@@ -221,23 +286,19 @@ pub(crate) fn on_datagram(qp: &Qp, ip: &[u8], pkt: &Packet<'_>) -> bool {
         src_qp: deth.src_qp,
         ..Wc::default()
     };
-    let need = (GRH_BYTES + payload.len()) as u64;
-    let (Some(dst), Some(ip)) = (
-        recv.kmem.as_mut().filter(|d| d.len() >= need),
-        ip.get(..Ipv4Header::LEN),
-    ) else {
-        // Too short for the datagram: the receive fails.
-        wc.status = wc_status::LOC_LEN_ERR;
-        qp.complete_recv(wc, false);
-        return true;
-    };
     let mut header = [0u8; GRH_BYTES];
     header[GRH_BYTES - Ipv4Header::LEN..].copy_from_slice(ip);
-    dst.write_at(0, &header);
-    dst.write_at(GRH_BYTES as u64, payload);
+    wc.byte_len = match write_datagram(qp, &mut recv, &header, payload) {
+        Ok(n) => n,
+        Err(status) => {
+            // Too short for the datagram, say: the receive fails.
+            wc.status = status;
+            qp.complete_recv(wc, false);
+            return true;
+        }
+    };
     WireStats::inc(&stats.rx_datagrams);
     Stats::add(&qp.dev.stats.cpu_bytes, payload.len() as u64);
-    wc.byte_len = need as u32;
     wc.wc_flags = WC_GRH | WC_WITH_NETWORK_HDR_TYPE;
     wc.network_hdr_type = network_type::IPV4;
     if let Some(imm) = pkt.ext.imm_dt {

@@ -897,6 +897,116 @@ TEST_F(pair, reg_mr_access_flags)
 	}
 }
 
+/* A UD QP of the fixture's PD and CQ, brought to RTS with Q_Key @qkey. */
+static struct ibv_qp *ud_qp(FIXTURE_DATA(pair) *self, uint32_t qkey)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = self->cq, .recv_cq = self->cq, .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0,
+				 .port_num = 1, .qkey = qkey };
+	struct ibv_qp *qp = ibv_create_qp(self->pd, &ia);
+
+	if (!qp)
+		return NULL;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			  IBV_QP_QKEY))
+		goto err;
+	a.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		goto err;
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		goto err;
+	return qp;
+err:
+	ibv_destroy_qp(qp);
+	return NULL;
+}
+
+static int post_ud(struct ibv_qp *qp, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey,
+		   void *buf, uint32_t len, uint32_t lkey, uint32_t imm, uint64_t wr_id)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
+		.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(imm),
+		.wr.ud = { .ah = ah, .remote_qpn = qpn, .remote_qkey = qkey },
+	}, *bad;
+
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/*
+ * User UD QPs: a datagram lands behind the 40 bytes of its network header,
+ * with its source QP and immediate data; one with the wrong Q_Key and one
+ * longer than the port's MTU complete on the sender and reach no receive
+ * (IBA C10-93.1.1: no packet, no error).
+ */
+TEST_F(pair, ud_send_recv)
+{
+	const uint32_t qkey = 0x11111111;
+	struct ibv_ah_attr aa = {
+		.is_global = 1, .port_num = 1,
+		.grh = { .dgid = self->gid, .sgid_index = self->gid_index, .hop_limit = 1 },
+	};
+	struct ibv_qp *u1, *u2;
+	struct ibv_ah *ah;
+	struct ibv_wc wc[2];
+	int sends = 0, recvs = 0;
+
+	if (self->port.link_layer != IBV_LINK_LAYER_ETHERNET)
+		SKIP(return, "RoCE port needed for a GID address handle");
+	u1 = ud_qp(self, qkey);
+	u2 = ud_qp(self, qkey);
+	ASSERT_NE(NULL, u1) TH_LOG("UD QP: %s", strerror(errno));
+	ASSERT_NE(NULL, u2);
+	ah = ibv_create_ah(self->pd, &aa);
+	ASSERT_NE(NULL, ah) TH_LOG("create_ah: %s", strerror(errno));
+	ASSERT_EQ(0, post_recv(u2, self->dst, 40 + 4096, self->dst_mr->lkey, 7));
+	/* Wrong Q_Key, then too long, then the one that lands. */
+	ASSERT_EQ(0, post_ud(u1, ah, u2->qp_num, qkey + 1, self->src, 100,
+			     self->src_mr->lkey, 0, 1));
+	ASSERT_EQ(0, post_ud(u1, ah, u2->qp_num, qkey, self->src, 4 * 4096,
+			     self->src_mr->lkey, 0, 2));
+	ASSERT_EQ(0, post_ud(u1, ah, u2->qp_num, qkey, self->src + 1, 100,
+			     self->src_mr->lkey, 0xabcd, 3));
+	/* Completions in any order: the sends' and the receive's CQ is one. */
+	while (sends < 3 || recvs < 1) {
+		ASSERT_EQ(1, poll_n(self->cq, wc, 1));
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[0].status)
+			TH_LOG("wr %llu: %s", (unsigned long long)wc[0].wr_id,
+			       ibv_wc_status_str(wc[0].status));
+		if (wc[0].opcode == IBV_WC_RECV) {
+			recvs++;
+			wc[1] = wc[0];
+		} else {
+			sends++;
+		}
+	}
+	OUTCOME("recv wr=%llu status=%s len=%u src_is_sender=%d grh=%d imm=%x",
+		(unsigned long long)wc[1].wr_id, ibv_wc_status_str(wc[1].status),
+		wc[1].byte_len, wc[1].src_qp == u1->qp_num, !!(wc[1].wc_flags & IBV_WC_GRH),
+		wc[1].wc_flags & IBV_WC_WITH_IMM ? ntohl(wc[1].imm_data) : 0);
+	EXPECT_EQ(7, wc[1].wr_id);
+	EXPECT_EQ(40 + 100, wc[1].byte_len);
+	EXPECT_EQ(u1->qp_num, wc[1].src_qp);
+	EXPECT_TRUE(wc[1].wc_flags & IBV_WC_GRH);
+	EXPECT_TRUE(wc[1].wc_flags & IBV_WC_WITH_IMM);
+	EXPECT_EQ(0xabcd, ntohl(wc[1].imm_data));
+	EXPECT_EQ(0, memcmp(self->dst + 40, self->src + 1, 100));
+	EXPECT_EQ(-1, first_not(self->dst + 140, BUF - 140, CANARY));
+	/* Nothing else arrived. */
+	EXPECT_EQ(0, ibv_poll_cq(self->cq, 1, wc));
+	EXPECT_EQ(0, ibv_destroy_ah(ah));
+	EXPECT_EQ(0, ibv_destroy_qp(u1));
+	EXPECT_EQ(0, ibv_destroy_qp(u2));
+}
+
 /*
  * Every right verbs defines for a QP is taken at INIT, those of
  * operations a device may not carry (windows, FLUSH) included:
