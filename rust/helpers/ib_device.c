@@ -42,12 +42,20 @@ struct rust_ib_ops {
 			   u32 access, void **mr, u32 *lkey, u32 *rkey);
 	int (*dereg_mr)(void *dev, void *mr);
 	int (*create_qp)(void *dev, void *pd, void *send_cq, void *recv_cq,
-			 struct rust_ib_qp_init *init, void **qp, u32 *qpn);
+			 void *srq, struct rust_ib_qp_init *init, void **qp,
+			 u32 *qpn);
 	int (*modify_qp)(void *qp, const struct rust_ib_qp_attr *attr, u32 mask);
 	void (*query_qp)(void *qp, struct rust_ib_qp_attr *attr);
 	int (*destroy_qp)(void *dev, void *qp);
 	int (*post_send)(void *qp, const struct rust_ib_send_wr *wr);
 	int (*post_recv)(void *qp, const struct rust_ib_recv_wr *wr);
+	int (*create_srq)(void *dev, void *pd, struct ib_srq *ibsrq,
+			  struct rust_ib_srq_attr *attr, void **srq);
+	int (*modify_srq)(void *srq, const struct rust_ib_srq_attr *attr,
+			  u32 mask);
+	void (*query_srq)(void *srq, struct rust_ib_srq_attr *attr);
+	void (*destroy_srq)(void *dev, void *srq);
+	int (*post_srq_recv)(void *srq, const struct rust_ib_recv_wr *wr);
 	void (*hw_stats)(void *dev, u64 *values, u32 n);
 };
 
@@ -68,7 +76,8 @@ static_assert(offsetof(struct rust_ib_wc, qp_handle) == 40);
 static_assert(sizeof(struct rust_ib_qp_init) == 48);
 static_assert(offsetof(struct rust_ib_qp_init, handle) == 40);
 static_assert(sizeof(struct rust_ib_qp_attr) == 144);
-static_assert(sizeof(struct rust_ib_caps) == 64);
+static_assert(sizeof(struct rust_ib_caps) == 72);
+static_assert(sizeof(struct rust_ib_srq_attr) == 12);
 
 /* GIDs per port: the netdev's addresses, each as a RoCEv2 GID. */
 #define RUST_IB_GID_TBL_LEN 16
@@ -202,6 +211,11 @@ static int rib_query_device(struct ib_device *ibdev, struct ib_device_attr *a,
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 15;
 	a->max_ah = c->max_qp * 64;
+	a->max_srq = c->max_srq;
+	if (c->max_srq)
+		a->device_cap_flags |= IB_DEVICE_SRQ_RESIZE;
+	a->max_srq_wr = c->max_srq_wr;
+	a->max_srq_sge = c->max_sge;
 	a->kernel_cap_flags = IBK_LOCAL_DMA_LKEY;
 	if (to_rdev(ibdev)->user_unreg)
 		a->kernel_cap_flags |= IBK_ALLOW_USER_UNREG;
@@ -448,6 +462,108 @@ static void *cq_priv(struct ib_cq *ibcq)
 	return ibcq ? container_of(ibcq, struct rust_ib_cq, ibcq)->priv : NULL;
 }
 
+/* A shared receive queue: the driver's in priv. */
+struct rust_ib_srq {
+	struct ib_srq ibsrq;
+	void *priv;
+};
+
+static struct rust_ib_srq *to_rsrq(struct ib_srq *ibsrq)
+{
+	return container_of(ibsrq, struct rust_ib_srq, ibsrq);
+}
+
+static int rib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
+			  struct ib_udata *udata)
+{
+	struct rust_ib_pd *pd = container_of(ibsrq->pd, struct rust_ib_pd, ibpd);
+	struct rust_ib_srq_attr a = {
+		.max_wr = init->attr.max_wr,
+		.max_sge = init->attr.max_sge,
+		.srq_limit = init->attr.srq_limit,
+	};
+	int ret;
+
+	/* User space's only: no kernel consumer of this device uses one. */
+	if (init->srq_type != IB_SRQT_BASIC || !udata)
+		return -EOPNOTSUPP;
+	if (udata && (udata->inlen || udata->outlen))
+		return -EINVAL;
+	ret = ops_of(ibsrq->device)->create_srq(ctx_of(ibsrq->device), pd->priv,
+						ibsrq, &a, &to_rsrq(ibsrq)->priv);
+	if (ret)
+		return ret;
+	init->attr.max_wr = a.max_wr;
+	init->attr.max_sge = a.max_sge;
+	return 0;
+}
+
+static int rib_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+			  enum ib_srq_attr_mask mask, struct ib_udata *udata)
+{
+	struct rust_ib_srq_attr a = {
+		.max_wr = attr->max_wr,
+		.max_sge = attr->max_sge,
+		.srq_limit = attr->srq_limit,
+	};
+
+	return ops_of(ibsrq->device)->modify_srq(to_rsrq(ibsrq)->priv, &a, mask);
+}
+
+static int rib_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
+{
+	struct rust_ib_srq_attr a = {};
+
+	ops_of(ibsrq->device)->query_srq(to_rsrq(ibsrq)->priv, &a);
+	attr->max_wr = a.max_wr;
+	attr->max_sge = a.max_sge;
+	attr->srq_limit = a.srq_limit;
+	return 0;
+}
+
+static int rib_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
+{
+	ops_of(ibsrq->device)->destroy_srq(ctx_of(ibsrq->device),
+					   to_rsrq(ibsrq)->priv);
+	return 0;
+}
+
+static int rib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+			     const struct ib_recv_wr **bad)
+{
+	const struct rust_ib_ops *ops = ops_of(ibsrq->device);
+	int ret = 0;
+
+	for (; wr; wr = wr->next) {
+		struct rust_ib_recv_wr w = {
+			.wr_id = wr->wr_id,
+			.sg_list = (const struct rust_ib_sge *)wr->sg_list,
+			.num_sge = wr->num_sge < 0 ? 0 : wr->num_sge,
+		};
+
+		ret = wr->num_sge < 0 ? -EINVAL :
+					ops->post_srq_recv(to_rsrq(ibsrq)->priv, &w);
+		if (ret) {
+			*bad = wr;
+			break;
+		}
+	}
+	return ret;
+}
+
+/* The SRQ's limit was armed and its receives fell below it. */
+void rust_ib_srq_limit_reached(struct ib_srq *ibsrq)
+{
+	struct ib_event ev = {
+		.device = ibsrq->device,
+		.element.srq = ibsrq,
+		.event = IB_EVENT_SRQ_LIMIT_REACHED,
+	};
+
+	if (ibsrq->event_handler)
+		ibsrq->event_handler(&ev, ibsrq->srq_context);
+}
+
 static int rib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *ia,
 			 struct ib_udata *udata)
 {
@@ -473,8 +589,9 @@ static int rib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *ia,
 		return -EINVAL;
 	ret = ops_of(ibqp->device)->create_qp(ctx_of(ibqp->device), pd->priv,
 					      cq_priv(ia->send_cq),
-					      cq_priv(ia->recv_cq), &init,
-					      &qp->priv, &qpn);
+					      cq_priv(ia->recv_cq),
+					      ia->srq ? to_rsrq(ia->srq)->priv : NULL,
+					      &init, &qp->priv, &qpn);
 	if (ret)
 		return ret;
 	ibqp->qp_num = qpn;
@@ -805,24 +922,29 @@ static const struct ib_device_ops rust_ib_dev_ops = {
 	.create_user_ah = rib_create_ah,
 	.create_cq = rib_create_cq,
 	.create_qp = rib_create_qp,
+	.create_srq = rib_create_srq,
 	.dealloc_pd = rib_dealloc_pd,
 	.dealloc_ucontext = rib_dealloc_ucontext,
 	.dereg_mr = rib_dereg_mr,
 	.destroy_ah = rib_destroy_ah,
 	.destroy_cq = rib_destroy_cq,
 	.destroy_qp = rib_destroy_qp,
+	.destroy_srq = rib_destroy_srq,
 	.disassociate_ucontext = rib_disassociate_ucontext,
 	.get_dma_mr = rib_get_dma_mr,
 	.get_link_layer = rib_get_link_layer,
 	.get_port_immutable = rib_get_port_immutable,
 	.modify_qp = rib_modify_qp,
+	.modify_srq = rib_modify_srq,
 	.poll_cq = rib_poll_cq,
 	.post_recv = rib_post_recv,
 	.post_send = rib_post_send,
+	.post_srq_recv = rib_post_srq_recv,
 	.query_device = rib_query_device,
 	.query_pkey = rib_query_pkey,
 	.query_port = rib_query_port,
 	.query_qp = rib_query_qp,
+	.query_srq = rib_query_srq,
 	.reg_user_mr = rib_reg_user_mr,
 	.req_notify_cq = rib_req_notify_cq,
 
@@ -830,6 +952,7 @@ static const struct ib_device_ops rust_ib_dev_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_cq, rust_ib_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, rust_ib_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, rust_ib_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_srq, rust_ib_srq, ibsrq),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, rust_ib_ucontext, ibuc),
 };
 
@@ -861,6 +984,7 @@ struct ib_device *rust_ib_device_alloc(const struct rust_ib_ops *ops,
 	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POLL_CQ) |
 				  BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
 				  BIT_ULL(IB_USER_VERBS_CMD_POST_RECV) |
+				  BIT_ULL(IB_USER_VERBS_CMD_POST_SRQ_RECV) |
 				  BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
 	ib_set_device_ops(ibdev, &rust_ib_dev_ops);
 	return ibdev;

@@ -92,6 +92,13 @@ struct rust_ib_qp_init {
 	u64 handle;		/* the struct ib_qp, for the QP's completions */
 };
 
+/* struct ib_srq_attr. */
+struct rust_ib_srq_attr {
+	u32 max_wr;
+	u32 max_sge;
+	u32 srq_limit;
+};
+
 /* struct ib_qp_attr, flattened: the fields an RC or GSI QP uses. */
 struct rust_ib_qp_attr {
 	u32 qp_state;
@@ -144,6 +151,8 @@ struct rust_ib_caps {
 	u32 vendor_part_id;
 	u32 hw_ver;
 	u32 atomic_cap;		/* enum ib_atomic_cap */
+	u32 max_srq;
+	u32 max_srq_wr;
 };
 
 struct rust_ib_ops;
@@ -171,6 +180,7 @@ int rust_ib_device_set_stats(struct ib_device *ibdev, const char *const *names,
 const char *rust_ib_device_name(struct ib_device *ibdev);
 void rust_ib_cq_event(struct ib_cq *ibcq);
 void rust_ib_cq_error(struct ib_cq *ibcq);
+void rust_ib_srq_limit_reached(struct ib_srq *ibsrq);
 bool rust_ib_modify_qp_is_ok(u32 cur, u32 next, u32 qp_type, u32 mask);
 
 #endif /* RUST_HELPERS_IB_DEVICE_H */

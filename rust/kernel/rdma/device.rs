@@ -16,7 +16,8 @@
 use super::{
     cq::CqNotifier,
     ffi,
-    types::{Caps, QpAttr, QpInit, RawRecvWr, RawSendWr, RecvWr, SendWr, Sge, Wc},
+    srq::SrqNotifier,
+    types::{Caps, QpAttr, QpInit, RawRecvWr, RawSendWr, RecvWr, SendWr, Sge, SrqAttr, Wc},
 };
 use core::ptr::NonNull;
 use kernel::{
@@ -40,6 +41,8 @@ pub trait Driver: Send + Sync + Sized + 'static {
     type Mr: Send + Sync;
     /// A queue pair.
     type Qp: Send + Sync;
+    /// A shared receive queue.
+    type Srq: Send + Sync;
 
     /// Allocates a protection domain.
     fn alloc_pd(&self) -> Result<Arc<Self::Pd>>;
@@ -77,13 +80,15 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// reference; on error the region stays registered.
     fn dereg_mr(&self, mr: &Arc<Self::Mr>) -> Result;
 
-    /// Creates a QP on `pd` with its CQs; lowers `init`'s capabilities to
-    /// what it grants. Returns the QP and its number.
+    /// Creates a QP on `pd` with its CQs, receiving from `srq` if it has
+    /// one; lowers `init`'s capabilities to what it grants. Returns the QP
+    /// and its number.
     fn create_qp(
         &self,
         pd: &Arc<Self::Pd>,
         send_cq: &Arc<Self::Cq>,
         recv_cq: &Arc<Self::Cq>,
+        srq: Option<&Arc<Self::Srq>>,
         init: &mut QpInit,
     ) -> Result<(Arc<Self::Qp>, u32)>;
 
@@ -101,6 +106,27 @@ pub trait Driver: Send + Sync + Sized + 'static {
 
     /// Queues one receive work request.
     fn post_recv(qp: ArcBorrow<'_, Self::Qp>, wr: &RecvWr<'_>) -> Result;
+
+    /// Creates a shared receive queue on `pd` (user space's only); lowers
+    /// `attr` to what it grants. `notifier` raises its limit event.
+    fn create_srq(
+        &self,
+        pd: &Arc<Self::Pd>,
+        attr: &mut SrqAttr,
+        notifier: Arc<SrqNotifier>,
+    ) -> Result<Arc<Self::Srq>>;
+
+    /// Resizes the SRQ or arms its limit, as `mask` (`srq_mask`) selects.
+    fn modify_srq(srq: &Self::Srq, attr: &SrqAttr, mask: u32) -> Result;
+
+    /// Reports the SRQ's attributes.
+    fn query_srq(srq: &Self::Srq) -> SrqAttr;
+
+    /// Destroys an SRQ (no QP uses it any more; its notifier is revoked).
+    fn destroy_srq(&self, srq: Arc<Self::Srq>);
+
+    /// Queues one receive work request on the SRQ. Must not sleep.
+    fn post_srq_recv(srq: &Self::Srq, wr: &RecvWr<'_>) -> Result;
 
     /// The names of the port's counters that `rdma statistic` shows (none:
     /// no counters).
@@ -163,6 +189,11 @@ impl<T: Driver> Registration<T> {
         destroy_qp: destroy_qp::<T>,
         post_send: post_send::<T>,
         post_recv: post_recv::<T>,
+        create_srq: create_srq::<T>,
+        modify_srq: modify_srq::<T>,
+        query_srq: query_srq::<T>,
+        destroy_srq: destroy_srq::<T>,
+        post_srq_recv: post_srq_recv::<T>,
         hw_stats: hw_stats::<T>,
     };
 
@@ -513,12 +544,13 @@ unsafe extern "C" fn dereg_mr<T: Driver>(ctx: *const c_void, mr: *mut c_void) ->
 /// # Safety
 ///
 /// Called by the C glue with a live device context, PD and CQ pointers
-/// (a CQ pointer may be NULL).
+/// (a CQ pointer may be NULL) and a live SRQ pointer or NULL.
 unsafe extern "C" fn create_qp<T: Driver>(
     ctx: *const c_void,
     pd: *mut c_void,
     send_cq: *mut c_void,
     recv_cq: *mut c_void,
+    srq: *mut c_void,
     init: *mut QpInit,
     out: *mut *mut c_void,
     qpn: *mut u32,
@@ -526,18 +558,20 @@ unsafe extern "C" fn create_qp<T: Driver>(
     if send_cq.is_null() || recv_cq.is_null() || init.is_null() {
         return EINVAL.to_errno();
     }
-    // SAFETY: Live PD and CQs, held by their containers during the call.
-    let (pd, scq, rcq) = unsafe {
+    // SAFETY: Live PD, CQs and SRQ, held by their containers during the
+    // call.
+    let (pd, scq, rcq, srq) = unsafe {
         (
             clone_priv::<T::Pd>(pd),
             cq_entry::<T>(send_cq).cq.clone(),
             cq_entry::<T>(recv_cq).cq.clone(),
+            (!srq.is_null()).then(|| srq_entry::<T>(srq).srq.clone()),
         )
     };
     // SAFETY: The glue's init structure, ours for the call.
     let init = unsafe { &mut *init };
     // SAFETY: A live device context.
-    match unsafe { driver::<T>(ctx) }.create_qp(&pd, &scq, &rcq, init) {
+    match unsafe { driver::<T>(ctx) }.create_qp(&pd, &scq, &rcq, srq.as_ref(), init) {
         Ok((qp, n)) => {
             // SAFETY: The container's out slots.
             unsafe {
@@ -645,4 +679,114 @@ unsafe extern "C" fn post_recv<T: Driver>(qp: *mut c_void, wr: *const RawRecvWr)
     };
     // SAFETY: A live QP.
     errno(T::post_recv(unsafe { arc_priv::<T::Qp>(qp) }, &wr))
+}
+
+/// What an SRQ's container holds: the driver's SRQ and its event
+/// notifier, which is revoked before the SRQ is destroyed.
+struct SrqEntry<T: Driver> {
+    srq: Arc<T::Srq>,
+    notifier: Arc<SrqNotifier>,
+}
+
+/// # Safety
+///
+/// `p` is an SRQ container's pointer (a `KBox<SrqEntry<T>>`), alive for
+/// `'a`.
+unsafe fn srq_entry<'a, T: Driver>(p: *mut c_void) -> &'a SrqEntry<T> {
+    // SAFETY: Per the function's contract.
+    unsafe { &*p.cast::<SrqEntry<T>>() }
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live device context and PD, the new
+/// `ib_srq` and its attributes, ours for the call.
+unsafe extern "C" fn create_srq<T: Driver>(
+    ctx: *const c_void,
+    pd: *mut c_void,
+    ibsrq: *mut c_void,
+    attr: *mut SrqAttr,
+    out: *mut *mut c_void,
+) -> c_int {
+    let (Some(ibsrq), false) = (NonNull::new(ibsrq), attr.is_null()) else {
+        return EINVAL.to_errno();
+    };
+    let notifier = match SrqNotifier::new(ibsrq) {
+        Ok(n) => n,
+        Err(e) => return e.to_errno(),
+    };
+    // SAFETY: A live PD, held by its container during the call.
+    let pd = unsafe { clone_priv::<T::Pd>(pd) };
+    // SAFETY: The glue's attributes, ours for the call.
+    let attr = unsafe { &mut *attr };
+    // SAFETY: A live device context.
+    let srq = match unsafe { driver::<T>(ctx) }.create_srq(&pd, attr, notifier.clone()) {
+        Ok(s) => s,
+        Err(e) => return e.to_errno(),
+    };
+    match KBox::new(SrqEntry::<T> { srq, notifier }, GFP_KERNEL) {
+        Ok(entry) => {
+            // SAFETY: `out` is the container's pointer slot.
+            unsafe { *out = KBox::into_raw(entry).cast::<c_void>() };
+            0
+        }
+        Err(_) => ENOMEM.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live SRQ pointer and attributes.
+unsafe extern "C" fn modify_srq<T: Driver>(
+    srq: *mut c_void,
+    attr: *const SrqAttr,
+    mask: u32,
+) -> c_int {
+    // SAFETY: A live SRQ; the glue's attributes, valid for the call.
+    errno(T::modify_srq(
+        &unsafe { srq_entry::<T>(srq) }.srq,
+        unsafe { &*attr },
+        mask,
+    ))
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live SRQ pointer and room for its
+/// attributes.
+unsafe extern "C" fn query_srq<T: Driver>(srq: *mut c_void, attr: *mut SrqAttr) {
+    // SAFETY: A live SRQ.
+    let a = T::query_srq(&unsafe { srq_entry::<T>(srq) }.srq);
+    // SAFETY: The glue's attributes, ours for the call.
+    unsafe { *attr = a };
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live device context and the SRQ's pointer,
+/// at its destruction.
+unsafe extern "C" fn destroy_srq<T: Driver>(ctx: *const c_void, srq: *mut c_void) {
+    // SAFETY: The SRQ is destroyed: its entry comes back.
+    let entry = unsafe { KBox::from_raw(srq.cast::<SrqEntry<T>>()) };
+    entry.notifier.revoke();
+    let SrqEntry { srq, .. } = KBox::into_inner(entry);
+    // SAFETY: A live device context.
+    unsafe { driver::<T>(ctx) }.destroy_srq(srq)
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live SRQ pointer and a work request whose
+/// scatter list is valid for the call.
+unsafe extern "C" fn post_srq_recv<T: Driver>(srq: *mut c_void, wr: *const RawRecvWr) -> c_int {
+    // SAFETY: The glue's request, valid for the call.
+    let w = unsafe { &*wr };
+    let wr = RecvWr {
+        wr_id: w.wr_id,
+        // SAFETY: `sg_list` holds `num_sge` entries for the call.
+        sges: unsafe { sges(w.sg_list, w.num_sge) },
+        kernel: false,
+    };
+    // SAFETY: A live SRQ.
+    errno(T::post_srq_recv(&unsafe { srq_entry::<T>(srq) }.srq, &wr))
 }

@@ -6,7 +6,7 @@
 //! flat argument structures are mirrored field by field in
 //! [`super::types`] and checked against the C header's layout below.
 
-use super::types::{Caps, QpAttr, QpInit, RawRecvWr, RawSendWr, Sge, UdDest, Wc};
+use super::types::{Caps, QpAttr, QpInit, RawRecvWr, RawSendWr, Sge, SrqAttr, UdDest, Wc};
 use core::mem::{offset_of, size_of};
 use kernel::ffi::{c_char, c_int, c_void};
 
@@ -28,7 +28,8 @@ const _: () = {
     assert!(size_of::<QpInit>() == 48);
     assert!(offset_of!(QpInit, handle) == 40);
     assert!(size_of::<QpAttr>() == 144);
-    assert!(size_of::<Caps>() == 64);
+    assert!(size_of::<Caps>() == 72);
+    assert!(size_of::<SrqAttr>() == 12);
 };
 
 /// Mirror of `struct rust_ib_ops` in the helper file.
@@ -58,6 +59,7 @@ pub(super) struct RawOps {
         *mut c_void,
         *mut c_void,
         *mut c_void,
+        *mut c_void,
         *mut QpInit,
         *mut *mut c_void,
         *mut u32,
@@ -67,6 +69,17 @@ pub(super) struct RawOps {
     pub(super) destroy_qp: unsafe extern "C" fn(*const c_void, *mut c_void) -> c_int,
     pub(super) post_send: unsafe extern "C" fn(*mut c_void, *const RawSendWr) -> c_int,
     pub(super) post_recv: unsafe extern "C" fn(*mut c_void, *const RawRecvWr) -> c_int,
+    pub(super) create_srq: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        *mut c_void,
+        *mut SrqAttr,
+        *mut *mut c_void,
+    ) -> c_int,
+    pub(super) modify_srq: unsafe extern "C" fn(*mut c_void, *const SrqAttr, u32) -> c_int,
+    pub(super) query_srq: unsafe extern "C" fn(*mut c_void, *mut SrqAttr),
+    pub(super) destroy_srq: unsafe extern "C" fn(*const c_void, *mut c_void),
+    pub(super) post_srq_recv: unsafe extern "C" fn(*mut c_void, *const RawRecvWr) -> c_int,
     pub(super) hw_stats: unsafe extern "C" fn(*const c_void, *mut u64, u32),
 }
 
@@ -101,5 +114,6 @@ extern "C" {
     pub(super) fn rust_ib_device_name(ibdev: *mut c_void) -> *const c_char;
     pub(super) fn rust_ib_cq_event(ibcq: *mut c_void);
     pub(super) fn rust_ib_cq_error(ibcq: *mut c_void);
+    pub(super) fn rust_ib_srq_limit_reached(ibsrq: *mut c_void);
     pub(super) fn rust_ib_modify_qp_is_ok(cur: u32, next: u32, qp_type: u32, mask: u32) -> bool;
 }

@@ -27,4 +27,5 @@ pub mod device;
 mod ffi;
 pub mod kernel_sgl;
 pub mod link;
+pub mod srq;
 pub mod types;

@@ -297,6 +297,31 @@ pub struct Caps {
     pub hw_ver: u32,
     /// How atomic operations are atomic: one of [`atomic_cap`].
     pub atomic_cap: u32,
+    /// Shared receive queues (their entries are a QP's).
+    pub max_srq: u32,
+    /// Receive requests per shared receive queue.
+    pub max_srq_wr: u32,
+}
+
+/// The attributes of a shared receive queue (`struct rust_ib_srq_attr`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SrqAttr {
+    /// Receive requests it holds.
+    pub max_wr: u32,
+    /// Scatter entries per receive request.
+    pub max_sge: u32,
+    /// The armed limit (0: not armed): below it, the SRQ raises
+    /// `IB_EVENT_SRQ_LIMIT_REACHED` once.
+    pub srq_limit: u32,
+}
+
+/// `enum ib_srq_attr_mask`.
+pub mod srq_mask {
+    /// `max_wr`: resize.
+    pub const MAX_WR: u32 = 1 << 0;
+    /// `srq_limit`: arm the limit.
+    pub const LIMIT: u32 = 1 << 1;
 }
 
 /// `enum ib_atomic_cap`.

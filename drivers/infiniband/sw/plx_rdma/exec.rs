@@ -23,6 +23,7 @@ use crate::{
     atomic::{self, AtomicOp, ATOMIC_LEN},
     mover::CopyError,
     mr::MrUse,
+    pd::Pd,
     qp::{Qp, RecvWqe, SendWqe},
     stats::Stats,
 };
@@ -108,10 +109,26 @@ fn send_wc(qp: &Qp, wqe: &SendWqe, status: u32, byte_len: u32) -> Wc {
 /// the access bits each region must grant. `Err(())` is a local
 /// protection error.
 pub(crate) fn resolve(qp: &Qp, sges: &[Sge], want: u32) -> core::result::Result<KVec<Piece>, ()> {
+    resolve_in(qp, &qp.pd, sges, want)
+}
+
+/// Resolves a receive request's scatter list of `qp`'s, which must grant
+/// local write, against the PD it was posted under (the SRQ's, if the QP
+/// has one).
+pub(crate) fn resolve_recv(qp: &Qp, sges: &[Sge]) -> core::result::Result<KVec<Piece>, ()> {
+    resolve_in(qp, qp.recv_pd(), sges, access::LOCAL_WRITE)
+}
+
+fn resolve_in(
+    qp: &Qp,
+    pd: &Arc<Pd>,
+    sges: &[Sge],
+    want: u32,
+) -> core::result::Result<KVec<Piece>, ()> {
     let mut out = KVec::with_capacity(sges.len(), GFP_KERNEL).map_err(|_| ())?;
     for s in sges.iter().filter(|s| s.length != 0) {
         let mr = qp.dev.mrs.get(s.lkey).ok_or(())?;
-        if !Arc::ptr_eq(&mr.pd, &qp.pd) || !mr.allows(want) {
+        if !Arc::ptr_eq(&mr.pd, pd) || !mr.allows(want) {
             return Err(());
         }
         let len = u64::from(s.length);
@@ -225,7 +242,8 @@ pub(crate) fn rnr_delay_us(code: u32) -> i64 {
 /// Waits until the peer has a receive posted, as RNR NAKs and retries
 /// would: `rnr_retry` 7 waits for good, fewer give up with
 /// `RNR_RETRY_EXC_ERR`. Only `qp` takes the peer's receives (its one
-/// connected QP), so the receive is still there for [`take_recv`].
+/// connected QP, unless they share an SRQ), so the receive is still there
+/// for [`take_recv`].
 ///
 /// Each retry waits the delay the responder (the peer) asks for in its
 /// RNR NAK, its `min_rnr_timer`, sleeping: at least 20 us, so that the
@@ -260,11 +278,20 @@ fn wait_recv(qp: &Qp, peer: &Qp) -> core::result::Result<(), Outcome> {
     }
 }
 
-/// The receive [`wait_recv`] found; gone only if the peer flushed it
-/// meanwhile (it went to ERR), which the requester sees as no answer.
-fn take_recv(peer: &Qp) -> core::result::Result<RecvWqe, Outcome> {
-    peer.take_recv()
-        .ok_or(Outcome::Failed(wc_status::RETRY_EXC_ERR))
+/// The receive [`wait_recv`] found. On an SRQ another of its QPs may have
+/// taken it meanwhile: then the wait goes on for the next one. Otherwise
+/// it is gone only if the peer flushed it (it went to ERR), which the
+/// requester sees as no answer.
+fn take_recv(qp: &Qp, peer: &Qp) -> core::result::Result<RecvWqe, Outcome> {
+    loop {
+        if let Some(r) = peer.take_recv() {
+            return Ok(r);
+        }
+        if peer.srq.is_none() {
+            return Err(Outcome::Failed(wc_status::RETRY_EXC_ERR));
+        }
+        wait_recv(qp, peer)?;
+    }
 }
 
 fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
@@ -338,7 +365,7 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
                     (Ok(l), Ok(m)) => (l, m),
                     (Err(o), _) | (_, Err(o)) => return o,
                 };
-                match take_recv(&peer) {
+                match take_recv(qp, &peer) {
                     Ok(r) => Some(r),
                     Err(o) => return o,
                 }
@@ -386,7 +413,7 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
                 Ok(l) => l,
                 Err(o) => return o,
             };
-            let recv = match take_recv(&peer) {
+            let recv = match take_recv(qp, &peer) {
                 Ok(r) => r,
                 Err(o) => return o,
             };
@@ -408,7 +435,7 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
                 peer.enter_error();
                 return Outcome::Failed(wc_status::REM_OP_ERR);
             }
-            let Ok(dst) = resolve(&peer, recv.sges(), access::LOCAL_WRITE) else {
+            let Ok(dst) = resolve_recv(&peer, recv.sges()) else {
                 peer.complete_recv(recv_wc(wc_status::LOC_PROT_ERR, 0), false);
                 peer.enter_error();
                 return Outcome::Failed(wc_status::REM_OP_ERR);

@@ -50,6 +50,7 @@ mod net;
 mod pd;
 mod qp;
 mod rc;
+mod srq;
 mod stats;
 mod ud;
 mod wire;
@@ -77,8 +78,10 @@ use rdma::{
     cq::CqNotifier,
     device::{Driver, Registration},
     link::LinkType,
-    types::{Caps, QpAttr, QpInit, RecvWr, SendWr, Wc},
+    srq::SrqNotifier,
+    types::{Caps, QpAttr, QpInit, RecvWr, SendWr, SrqAttr, Wc},
 };
+use srq::Srq;
 use stats::Stats;
 
 module! {
@@ -116,6 +119,8 @@ const GSI_QPN: u32 = 1;
 /// CQs and PDs per device.
 const MAX_CQ: u32 = 1024;
 const MAX_PD: u32 = 1024;
+/// Shared receive queues per device.
+const MAX_SRQ: u32 = 256;
 /// Entries per CQ.
 const MAX_CQE: u32 = 65536;
 
@@ -141,6 +146,7 @@ pub(crate) struct Device {
     pub(crate) wire_local: bool,
     pds: Atomic<u32>,
     cqs: Atomic<u32>,
+    srqs: Atomic<u32>,
     /// Where the search for a free QP number starts (under `qps`).
     next_qp: Atomic<u32>,
     /// Held while an atomic operation reads and writes its target, so
@@ -168,6 +174,7 @@ impl Device {
                 wire_local,
                 pds: Atomic::new(0),
                 cqs: Atomic::new(0),
+                srqs: Atomic::new(0),
                 next_qp: Atomic::new(0),
                 atomics <- new_mutex!((), "plx_rdma_atomics"),
             }),
@@ -224,6 +231,7 @@ impl Driver for PlxRdma {
     type Cq = Cq;
     type Mr = Mr;
     type Qp = Qp;
+    type Srq = Srq;
 
     fn alloc_pd(&self) -> Result<Arc<Pd>> {
         take_unit(&self.0.pds, MAX_PD)?;
@@ -285,6 +293,7 @@ impl Driver for PlxRdma {
         pd: &Arc<Pd>,
         send_cq: &Arc<Cq>,
         recv_cq: &Arc<Cq>,
+        srq: Option<&Arc<Srq>>,
         init: &mut QpInit,
     ) -> Result<(Arc<Qp>, u32)> {
         let gsi = init.qp_type == rdma::types::qp_type::GSI;
@@ -295,6 +304,7 @@ impl Driver for PlxRdma {
                 pd.clone(),
                 send_cq.clone(),
                 recv_cq.clone(),
+                srq.cloned(),
                 init,
             )
         };
@@ -373,6 +383,34 @@ impl Driver for PlxRdma {
 
     fn post_recv(qp: ArcBorrow<'_, Qp>, wr: &RecvWr<'_>) -> Result {
         Arc::from(qp).post_recv(wr)
+    }
+
+    fn create_srq(
+        &self,
+        pd: &Arc<Pd>,
+        attr: &mut SrqAttr,
+        notifier: Arc<SrqNotifier>,
+    ) -> Result<Arc<Srq>> {
+        take_unit(&self.0.srqs, MAX_SRQ)?;
+        Srq::new(pd.clone(), attr, notifier).inspect_err(|_| {
+            self.0.srqs.fetch_sub(1, Relaxed);
+        })
+    }
+
+    fn modify_srq(srq: &Srq, attr: &SrqAttr, mask: u32) -> Result {
+        srq.modify(attr, mask)
+    }
+
+    fn query_srq(srq: &Srq) -> SrqAttr {
+        srq.query()
+    }
+
+    fn destroy_srq(&self, _srq: Arc<Srq>) {
+        self.0.srqs.fetch_sub(1, Relaxed);
+    }
+
+    fn post_srq_recv(srq: &Srq, wr: &RecvWr<'_>) -> Result {
+        srq.post_recv(wr)
     }
 
     // The wire's counters, for `rdma statistic show link plx_rdma0/1`.
@@ -509,6 +547,8 @@ pub(crate) fn new_device(
         hw_ver: 1,
         // Executed by the CPU under one lock per device (atomic.rs).
         atomic_cap: rdma::types::atomic_cap::HCA,
+        max_srq: MAX_SRQ,
+        max_srq_wr: srq::MAX_SRQ_WR,
     };
     let driver = Arc::new(PlxRdma(dev), GFP_KERNEL)?;
     let reg = if removable {

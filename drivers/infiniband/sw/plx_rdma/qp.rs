@@ -35,6 +35,7 @@ use crate::{
     net::{gid_ipv4, src_port, Path, Port},
     pd::Pd,
     rc::RcState,
+    srq::Srq,
     stats::Stats,
     wq::WorkQueue,
     Device,
@@ -174,6 +175,8 @@ pub(crate) struct Qp {
     /// The C glue's handle, for the completions.
     handle: QpHandle,
     pub(crate) pd: Arc<Pd>,
+    /// The shared receive queue it takes its receives from, if any.
+    pub(crate) srq: Option<Arc<Srq>>,
     pub(crate) scq: Arc<Cq>,
     pub(crate) rcq: Arc<Cq>,
     pub(crate) dev: Arc<Device>,
@@ -212,6 +215,7 @@ impl Qp {
         pd: Arc<Pd>,
         scq: Arc<Cq>,
         rcq: Arc<Cq>,
+        srq: Option<Arc<Srq>>,
         init: &mut QpInit,
     ) -> Result<Arc<Self>> {
         // User verbs get RC and UD QPs; the kernel side only runs the MAD
@@ -225,11 +229,17 @@ impl Qp {
         if !ok {
             return Err(EOPNOTSUPP);
         }
-        if init.has_srq != 0 || init.create_flags != 0 {
+        if init.create_flags != 0 || (init.has_srq != 0) != srq.is_some() {
             return Err(EOPNOTSUPP);
         }
         init.max_send_wr = grant(init.max_send_wr, MAX_WR)?.max(1);
-        init.max_recv_wr = grant(init.max_recv_wr, MAX_WR)?.max(1);
+        // A QP on an SRQ has no receive queue of its own (verbs ignores
+        // the receive capabilities then, and reports none).
+        if srq.is_some() {
+            init.max_recv_wr = 0;
+            init.max_recv_sge = 0;
+        }
+        init.max_recv_wr = grant(init.max_recv_wr, MAX_WR)?;
         init.max_send_sge = grant(init.max_send_sge, MAX_SGE)?;
         init.max_recv_sge = grant(init.max_recv_sge, MAX_SGE)?;
         // Inline data is copied from the poster's memory at post time
@@ -260,6 +270,7 @@ impl Qp {
                 kernel,
                 handle: init.handle,
                 pd,
+                srq,
                 scq,
                 rcq,
                 dev,
@@ -532,7 +543,7 @@ impl Qp {
     /// entries, `ENOMEM` when the receive queue is full.
     pub(crate) fn post_recv(self: &Arc<Self>, wr: &RecvWr<'_>) -> Result {
         let mut st = self.state.lock();
-        if st.dead || st.state == qp_state::RESET {
+        if st.dead || st.state == qp_state::RESET || self.srq.is_some() {
             return Err(EINVAL);
         }
         if wr.sges.len() > st.attr.max_recv_sge as usize {
@@ -566,7 +577,8 @@ impl Qp {
                 if st.dead || st.state != qp_state::ERR {
                     return;
                 }
-                // A SEND being received is the oldest receive.
+                // A SEND being received is the oldest receive; those
+                // still queued on an SRQ are the SRQ's, for its other QPs.
                 match st.rc.recv.take() {
                     Some(r) => Some(r.wqe),
                     None => st.rq.pop(),
@@ -610,13 +622,36 @@ impl Qp {
         if st.dead || !Self::accepts_requests(st.state) {
             return None;
         }
-        st.rq.pop()
+        self.pop_recv(&mut st)
+    }
+
+    /// The next receive, from the SRQ or the QP's own queue; the caller
+    /// holds the QP's state (`st`) and checked it.
+    pub(crate) fn pop_recv(&self, st: &mut QpState) -> Option<RecvWqe> {
+        match &self.srq {
+            Some(srq) => srq.take(),
+            None => st.rq.pop(),
+        }
+    }
+
+    /// Whether a receive waits, in the SRQ or the QP's own queue.
+    pub(crate) fn recv_waiting(&self, st: &QpState) -> bool {
+        match &self.srq {
+            Some(srq) => srq.has_recv(),
+            None => !st.rq.is_empty(),
+        }
+    }
+
+    /// The protection domain a receive's list is checked against: the
+    /// SRQ's, where it was posted, or the QP's.
+    pub(crate) fn recv_pd(&self) -> &Arc<Pd> {
+        self.srq.as_ref().map_or(&self.pd, |s| &s.pd)
     }
 
     /// Whether a receive is posted that [`Self::take_recv`] would take.
     pub(crate) fn has_recv(&self) -> bool {
         let st = self.state.lock();
-        !st.dead && Self::accepts_requests(st.state) && !st.rq.is_empty()
+        !st.dead && Self::accepts_requests(st.state) && self.recv_waiting(&st)
     }
 
     /// Whether a QP in `state` answers incoming requests.

@@ -52,7 +52,7 @@
 
 use crate::{
     atomic::{self, AtomicOp, ATOMIC_LEN},
-    exec::{place_inline, resolve, rnr_delay_us, Outcome, Piece},
+    exec::{place_inline, resolve, resolve_recv, rnr_delay_us, Outcome, Piece},
     mover::CopyError,
     net::{Path, Port, WireStats},
     qp::{Qp, RecvWqe, SendWqe, MAX_SGE},
@@ -1052,7 +1052,7 @@ pub(crate) fn on_request(
                 if starts != st.rc.recv.is_none() || st.rc.write.is_some() {
                     (None, Err(NakCode::InvalidRequest))
                 } else if starts {
-                    match st.rq.pop() {
+                    match qp.pop_recv(&mut st) {
                         Some(wqe) => (Some(InRecv { wqe, offset: 0 }), Ok(None)),
                         None => {
                             let msn = st.rc.msn;
@@ -1072,7 +1072,7 @@ pub(crate) fn on_request(
                     || st.rc.recv.is_some()
                 {
                     (None, Err(NakCode::InvalidRequest))
-                } else if info.completes_recv() && st.rq.is_empty() {
+                } else if info.completes_recv() && !qp.recv_waiting(&st) {
                     let msn = st.rc.msn;
                     drop(st);
                     let rnr = Syndrome::RnrNak { timer: min_rnr };
@@ -1200,7 +1200,7 @@ fn place_send(qp: &Arc<Qp>, pkt: &Packet<'_>, skb: &LinearSkb, mut recv: InRecv)
         qp.complete_recv(recv_wc(&recv.wqe, wc_status::LOC_QP_OP_ERR, 0), false);
         return Step::Nak(Syndrome::Nak(NakCode::RemoteOperationalError));
     }
-    let Ok(dst) = resolve(qp, recv.wqe.sges(), access::LOCAL_WRITE) else {
+    let Ok(dst) = resolve_recv(qp, recv.wqe.sges()) else {
         qp.complete_recv(recv_wc(&recv.wqe, wc_status::LOC_PROT_ERR, 0), false);
         return Step::Nak(Syndrome::Nak(NakCode::RemoteOperationalError));
     };
@@ -1263,7 +1263,7 @@ fn place_write(qp: &Arc<Qp>, pkt: &Packet<'_>, skb: &LinearSkb, mut w: InWrite) 
         return Step::Done;
     }
     if let Some(imm) = pkt.ext.imm_dt {
-        let Some(wqe) = qp.state.lock().rq.pop() else {
+        let Some(wqe) = qp.pop_recv(&mut qp.state.lock()) else {
             return Step::Nak(Syndrome::RnrNak { timer: 0 });
         };
         qp.complete_recv(

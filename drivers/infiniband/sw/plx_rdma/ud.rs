@@ -23,11 +23,11 @@
 //! 256 bytes.
 
 use crate::rdma::types::{
-    access, network_type, send_flags, wc_opcode, wc_status, wr_opcode, UdDest, Wc, GRH_BYTES,
-    WC_GRH, WC_WITH_IMM, WC_WITH_NETWORK_HDR_TYPE,
+    network_type, send_flags, wc_opcode, wc_status, wr_opcode, UdDest, Wc, GRH_BYTES, WC_GRH,
+    WC_WITH_IMM, WC_WITH_NETWORK_HDR_TYPE,
 };
 use crate::{
-    exec::{place_inline, resolve, Outcome},
+    exec::{place_inline, resolve, resolve_recv, Outcome},
     net::{src_port, Path, WireStats},
     qp::{Qp, RecvWqe, SendWqe},
     rc::gather,
@@ -86,8 +86,7 @@ fn write_datagram(
     if room < need as u64 {
         return Err(wc_status::LOC_LEN_ERR);
     }
-    let dst =
-        resolve(qp, recv.sges(), access::LOCAL_WRITE).map_err(|()| wc_status::LOC_PROT_ERR)?;
+    let dst = resolve_recv(qp, recv.sges()).map_err(|()| wc_status::LOC_PROT_ERR)?;
     let mut bytes = KVec::with_capacity(need, GFP_KERNEL).map_err(|_| wc_status::LOC_QP_OP_ERR)?;
     bytes
         .extend_from_slice(header, GFP_KERNEL)

@@ -35,6 +35,16 @@ impl<T> WorkQueue<T> {
         self.len == 0
     }
 
+    /// Entries queued.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Entries the queue holds at most.
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Appends `v`; `ENOMEM` when full (what verbs return for a full queue).
     pub(crate) fn push(&mut self, v: T) -> Result {
         if self.len == self.slots.len() {

@@ -1936,6 +1936,93 @@ TEST_F(pair, srq_made_as_reported_and_modify_never_crashes)
 }
 
 /*
+ * An RC QP that receives from an SRQ: SENDs take the SRQ's receives in
+ * order; the armed limit raises IBV_EVENT_SRQ_LIMIT_REACHED once the
+ * receives fall below it, and is disarmed then; the SRQ resizes; the
+ * QP itself takes no receive (EINVAL).
+ */
+TEST_F(pair, srq_receives_limit_and_resize)
+{
+	struct ibv_srq_init_attr sia = { .attr = { .max_wr = 8, .max_sge = 1 } };
+	struct ibv_qp_init_attr ia = {
+		.send_cq = self->cq, .recv_cq = self->cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = DEPTH, .max_send_sge = 1 },
+	};
+	struct pollfd pfd = { .events = POLLIN };
+	struct ibv_async_event ev;
+	struct ibv_device_attr da;
+	struct ibv_srq_attr sa;
+	struct ibv_recv_wr rwr, *rbad;
+	struct ibv_sge sge;
+	struct ibv_wc wc[4];
+	struct ibv_qp *s1;
+	struct ibv_srq *srq;
+	int limit = 0, got = 0;
+
+	ASSERT_EQ(0, ibv_query_device(self->ctx, &da));
+	if (!da.max_srq)
+		SKIP(return, "the device has no SRQ");
+	srq = ibv_create_srq(self->pd, &sia);
+	ASSERT_NE(NULL, srq) TH_LOG("create_srq: %s", strerror(errno));
+	ia.srq = srq;
+	s1 = ibv_create_qp(self->pd, &ia);
+	ASSERT_NE(NULL, s1) TH_LOG("create_qp on the SRQ: %s", strerror(errno));
+	ASSERT_EQ(0, to_init(self->a, IBV_ACCESS_LOCAL_WRITE));
+	ASSERT_EQ(0, to_init(s1, IBV_ACCESS_LOCAL_WRITE));
+	ASSERT_EQ(0, to_rtr(self, self->a, s1->qp_num));
+	ASSERT_EQ(0, to_rtr(self, s1, self->a->qp_num));
+	ASSERT_EQ(0, to_rts(self->a, 7));
+	ASSERT_EQ(0, to_rts(s1, 7));
+	for (int i = 0; i < 3; i++) {
+		sge = (struct ibv_sge){ .addr = (uintptr_t)self->dst + i * 256, .length = 256,
+					.lkey = self->dst_mr->lkey };
+		rwr = (struct ibv_recv_wr){ .wr_id = 100 + i, .sg_list = &sge, .num_sge = 1 };
+		ASSERT_EQ(0, ibv_post_srq_recv(srq, &rwr, &rbad));
+	}
+	EXPECT_NE(0, post_recv(s1, self->dst, 64, self->dst_mr->lkey, 9));
+	sa = (struct ibv_srq_attr){ .srq_limit = 2 };
+	ASSERT_EQ(0, ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT));
+	ASSERT_EQ(0, fcntl(self->ctx->async_fd, F_SETFL,
+			   fcntl(self->ctx->async_fd, F_GETFL) | O_NONBLOCK));
+	/* Two SENDs: three receives, then two, then one (below the limit). */
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, post_rdma(self->a, IBV_WR_SEND, self->src + 1000 * i, 100,
+				       self->src_mr->lkey, 0, 0, 0, IBV_SEND_SIGNALED, i));
+	while (got < 4) {
+		ASSERT_EQ(1, poll_n(self->cq, &wc[got], 1));
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[got].status);
+		got++;
+	}
+	for (int i = 0; i < 4; i++) {
+		if (wc[i].opcode != IBV_WC_RECV)
+			continue;
+		EXPECT_EQ(s1->qp_num, wc[i].qp_num);
+		EXPECT_EQ(100, wc[i].byte_len);
+		/* The SRQ's receives in order: 100 takes the first SEND. */
+		EXPECT_EQ(0, memcmp(self->dst + (wc[i].wr_id - 100) * 256,
+				    self->src + 1000 * (wc[i].wr_id - 100), 100));
+	}
+	pfd.fd = self->ctx->async_fd;
+	while (poll(&pfd, 1, 5000) == 1 && !ibv_get_async_event(self->ctx, &ev)) {
+		if (ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq == srq)
+			limit = 1;
+		ibv_ack_async_event(&ev);
+		if (limit)
+			break;
+	}
+	EXPECT_EQ(0, ibv_query_srq(srq, &sa));
+	OUTCOME("limit_event=%s limit_after=%u", limit ? "raised" : "none", sa.srq_limit);
+	EXPECT_TRUE(limit);
+	EXPECT_EQ(0, sa.srq_limit);
+	sa = (struct ibv_srq_attr){ .max_wr = 16 };
+	EXPECT_EQ(0, ibv_modify_srq(srq, &sa, IBV_SRQ_MAX_WR));
+	EXPECT_EQ(0, ibv_query_srq(srq, &sa));
+	EXPECT_LE(16, sa.max_wr);
+	EXPECT_EQ(0, ibv_destroy_qp(s1));
+	EXPECT_EQ(0, ibv_destroy_srq(srq));
+}
+
+/*
  * ibv_create_cq_ex(): completions read through ibv_start_poll(),
  * ibv_next_poll() and the accessors its wc_flags ask for, the same as
  * ibv_poll_cq() gives: a SEND_IMM and its receive, then an RDMA WRITE.
