@@ -742,12 +742,11 @@ unsafe extern "C" fn modify_srq<T: Driver>(
     attr: *const SrqAttr,
     mask: u32,
 ) -> c_int {
-    // SAFETY: A live SRQ; the glue's attributes, valid for the call.
-    errno(T::modify_srq(
-        &unsafe { srq_entry::<T>(srq) }.srq,
-        unsafe { &*attr },
-        mask,
-    ))
+    // SAFETY: A live SRQ.
+    let srq = &unsafe { srq_entry::<T>(srq) }.srq;
+    // SAFETY: The glue's attributes, valid for the call.
+    let attr = unsafe { &*attr };
+    errno(T::modify_srq(srq, attr, mask))
 }
 
 /// # Safety
