@@ -1161,6 +1161,19 @@ static int post_atomic(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr,
 
 #define ATOMIC_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 		       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+/* The atomic cases' target (in dst) and where the original value lands. */
+#define ATOMIC_TARGET ((uint64_t *)(self->dst + 64))
+#define ATOMIC_RESULT ((uint64_t *)(self->src + 128))
+
+/* Skips a case on a device that reports no atomics. */
+#define SKIP_WITHOUT_ATOMICS()							\
+	do {									\
+		struct ibv_device_attr da_;					\
+										\
+		ASSERT_EQ(0, ibv_query_device(self->ctx, &da_));		\
+		if (da_.atomic_cap == IBV_ATOMIC_NONE)				\
+			SKIP(return, "the device reports no atomics");		\
+	} while (0)
 
 /*
  * COMPARE SWAP that matches, one that does not, and FETCH ADD with a carry
@@ -1170,14 +1183,11 @@ static int post_atomic(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr,
  */
 TEST_F(pair, atomics_cmp_swap_and_fetch_add)
 {
-	struct ibv_device_attr da;
 	struct ibv_mr *tmr;
-	uint64_t *tgt = (uint64_t *)(self->dst + 64), *res = (uint64_t *)(self->src + 128);
+	uint64_t *tgt = ATOMIC_TARGET, *res = ATOMIC_RESULT;
 	struct ibv_wc wc;
 
-	ASSERT_EQ(0, ibv_query_device(self->ctx, &da));
-	if (da.atomic_cap == IBV_ATOMIC_NONE)
-		SKIP(return, "the device reports no atomics");
+	SKIP_WITHOUT_ATOMICS();
 	/* A region for atomics only: its rkey must still be one. */
 	tmr = ibv_reg_mr(self->pd, self->dst, BUF,
 			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
@@ -1226,13 +1236,10 @@ TEST_F(pair, atomics_cmp_swap_and_fetch_add)
  */
 TEST_F(pair, atomic_refusals)
 {
-	struct ibv_device_attr da;
-	uint64_t *tgt = (uint64_t *)(self->dst + 64), *res = (uint64_t *)(self->src + 128);
+	uint64_t *tgt = ATOMIC_TARGET, *res = ATOMIC_RESULT;
 	struct ibv_wc wc;
 
-	ASSERT_EQ(0, ibv_query_device(self->ctx, &da));
-	if (da.atomic_cap == IBV_ATOMIC_NONE)
-		SKIP(return, "the device reports no atomics");
+	SKIP_WITHOUT_ATOMICS();
 	ASSERT_EQ(0, connect_pair(self, ATOMIC_ACCESS, 7));
 	*tgt = 7;
 	EXPECT_EQ(EINVAL, post_atomic(self->a, IBV_WR_ATOMIC_FETCH_AND_ADD, res, 8,
@@ -1253,14 +1260,11 @@ TEST_F(pair, atomic_refusals)
 
 TEST_F(pair, atomic_to_qp_without_atomic_access)
 {
-	struct ibv_device_attr da;
 	struct ibv_mr *tmr;
-	uint64_t *tgt = (uint64_t *)(self->dst + 64), *res = (uint64_t *)(self->src + 128);
+	uint64_t *tgt = ATOMIC_TARGET, *res = ATOMIC_RESULT;
 	struct ibv_wc wc;
 
-	ASSERT_EQ(0, ibv_query_device(self->ctx, &da));
-	if (da.atomic_cap == IBV_ATOMIC_NONE)
-		SKIP(return, "the device reports no atomics");
+	SKIP_WITHOUT_ATOMICS();
 	tmr = ibv_reg_mr(self->pd, self->dst, BUF, ATOMIC_ACCESS);
 	ASSERT_NE(NULL, tmr);
 	/* b grants remote write and read only. */
