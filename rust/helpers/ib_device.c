@@ -38,6 +38,7 @@ struct rust_ib_ops {
 	void (*destroy_cq)(void *dev, void *cq);
 	int (*poll_cq)(void *cq, struct rust_ib_wc *wc, u32 n);
 	int (*req_notify_cq)(void *cq, u32 flags);
+	int (*resize_cq)(void *cq, u32 entries);
 	int (*reg_user_mr)(void *dev, void *pd, u64 start, u64 length, u64 iova,
 			   u32 access, void **mr, u32 *lkey, u32 *rkey);
 	int (*dereg_mr)(void *dev, void *mr);
@@ -391,6 +392,20 @@ static int rib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 	struct rust_ib_cq *cq = container_of(ibcq, struct rust_ib_cq, ibcq);
 
 	return ops_of(ibcq->device)->req_notify_cq(cq->priv, flags);
+}
+
+static int rib_resize_user_cq(struct ib_cq *ibcq, unsigned int cqe,
+			      struct ib_udata *udata)
+{
+	struct rust_ib_cq *cq = container_of(ibcq, struct rust_ib_cq, ibcq);
+	int ret;
+
+	if (!cqe || cqe > INT_MAX)
+		return -EINVAL;
+	ret = ops_of(ibcq->device)->resize_cq(cq->priv, cqe);
+	if (!ret)
+		ibcq->cqe = cqe;
+	return ret;
 }
 
 static struct ib_mr *rib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
@@ -947,6 +962,7 @@ static const struct ib_device_ops rust_ib_dev_ops = {
 	.query_srq = rib_query_srq,
 	.reg_user_mr = rib_reg_user_mr,
 	.req_notify_cq = rib_req_notify_cq,
+	.resize_user_cq = rib_resize_user_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, rust_ib_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, rust_ib_cq, ibcq),

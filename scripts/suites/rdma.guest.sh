@@ -179,6 +179,22 @@ check "ib_write_bw -q 4 completes on a 2-descriptor ring" calibrated perf_pair i
 check "ibv_rc_pingpong -s 65536 -c on a 2-descriptor ring" pingpong 65536 20
 check "rmmod plx_rdma" rmmod plx_rdma
 check "rust_plx_dma reloaded with its default ring" sh -c 'rmmod rust_plx_dma && modprobe rust_plx_dma'
+# A slow engine stops no one's copy: with a copy timeout of 50 ms (plus
+# 1 ms per 64 KiB) and every descriptor held 40 ms by the emulator (its
+# busy fault: slow, still ending descriptors), four QPs writing 64 KiB at
+# once each wait behind the others' copies far past their timeouts, and
+# every write completes; the channel is never stopped (which would have
+# aborted every QP's copies at the first timeout).
+check "modprobe plx_rdma copy_timeout_ms=50" modprobe plx_rdma ifindex="$IFINDEX" copy_timeout_ms=50
+slow_chan=$(sed -n 's/^data_path: dma\([0-9]*\)chan0$/\1/p' "$STATS")
+host_ctl fault "${slow_chan:-0}" busy 40
+check "a slow engine: ib_write_bw -q 4, each copy waiting past its timeout, completes" \
+	calibrated perf_pair ib_write_bw -q 4 -s 65536 -n 20
+host_ctl fault "${slow_chan:-0}" busy 0
+sed 's/^/# stats: /' "$STATS"
+check "the copies outlasted their timeout (slow_copies $(stat slow_copies)) and the channel was never stopped (channel_stops $(stat channel_stops))" \
+	sh -c "test $(stat slow_copies) -ge 1 && test $(stat channel_stops) -eq 0"
+check "rmmod plx_rdma (slow engine)" rmmod plx_rdma
 check "modprobe plx_rdma channel=0 (CPU data path)" modprobe plx_rdma channel=0 ifindex="$IFINDEX"
 check "plx_rdma0 says the CPU moves data" sh -c "grep -q '^data_path: cpu' $STATS"
 check "ibv_rc_pingpong -s 65536 -c on the CPU path" pingpong 65536 20

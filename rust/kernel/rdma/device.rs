@@ -64,6 +64,10 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// `REPORT_MISSED_EVENTS`, returns 1 if completions are waiting.
     fn req_notify_cq(cq: &Self::Cq, flags: u32) -> i32;
 
+    /// Gives `cq` room for `entries` completions, keeping those it holds
+    /// (`EINVAL` if they would not fit, or above the device's limit).
+    fn resize_cq(cq: &Self::Cq, entries: u32) -> Result;
+
     /// Registers `length` bytes of the caller's memory at `start`, which
     /// work requests address as `iova`, with `access` rights. Returns the
     /// region and its local and remote keys.
@@ -181,6 +185,7 @@ impl<T: Driver> Registration<T> {
         destroy_cq: destroy_cq::<T>,
         poll_cq: poll_cq::<T>,
         req_notify_cq: req_notify_cq::<T>,
+        resize_cq: resize_cq::<T>,
         reg_user_mr: reg_user_mr::<T>,
         dereg_mr: dereg_mr::<T>,
         create_qp: create_qp::<T>,
@@ -482,6 +487,14 @@ unsafe extern "C" fn poll_cq<T: Driver>(cq: *mut c_void, wc: *mut Wc, n: u32) ->
     // SAFETY: A live CQ.
     let got = T::poll_cq(&unsafe { cq_entry::<T>(cq) }.cq, out);
     got.min(n as usize) as c_int
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live CQ pointer.
+unsafe extern "C" fn resize_cq<T: Driver>(cq: *mut c_void, entries: u32) -> c_int {
+    // SAFETY: A live CQ.
+    errno(T::resize_cq(&unsafe { cq_entry::<T>(cq) }.cq, entries))
 }
 
 /// # Safety

@@ -42,6 +42,7 @@ pub(super) struct RawOps {
     pub(super) destroy_cq: unsafe extern "C" fn(*const c_void, *mut c_void),
     pub(super) poll_cq: unsafe extern "C" fn(*mut c_void, *mut Wc, u32) -> c_int,
     pub(super) req_notify_cq: unsafe extern "C" fn(*mut c_void, u32) -> c_int,
+    pub(super) resize_cq: unsafe extern "C" fn(*mut c_void, u32) -> c_int,
     pub(super) reg_user_mr: unsafe extern "C" fn(
         *const c_void,
         *mut c_void,

@@ -92,6 +92,26 @@ impl Cq {
         n
     }
 
+    /// Gives the CQ room for `entries` completions, keeping those it
+    /// holds in order; `EINVAL` if they would not fit (as rxe).
+    pub(crate) fn resize(&self, entries: u32) -> Result {
+        // Allocated before the lock, freed after it (vmalloc'ed rings).
+        let mut ring = WorkQueue::new(entries as usize)?;
+        let mut st = self.state.lock();
+        if st.entries.len() > ring.capacity() {
+            drop(st);
+            return Err(EINVAL);
+        }
+        while let Some(wc) = st.entries.pop() {
+            // Room was checked above.
+            let _ = ring.try_push(wc);
+        }
+        let old = core::mem::replace(&mut st.entries, ring);
+        drop(st);
+        drop(old);
+        Ok(())
+    }
+
     /// Drops the completions of the QP whose handle is `qp_handle`.
     pub(crate) fn purge(&self, qp_handle: QpHandle) {
         self.state

@@ -22,17 +22,18 @@ use kernel::{
     device::Device,
     new_condvar, new_spinlock_irq,
     prelude::*,
-    sync::{Arc, ArcBorrow, CondVar, CondVarTimeoutResult, SpinLockIrq},
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, ArcBorrow, CondVar, CondVarTimeoutResult, SpinLockIrq,
+    },
     time::{delay::fsleep, msecs_to_jiffies, Delta, Instant, Monotonic},
 };
 
-/// How long one work request's copies may take before the channel is
-/// stopped and the request fails: a base, waits for ring space included,
-/// and a millisecond per 64 KiB, so that a long copy on a slow engine is
-/// not taken for a stuck one.
-fn copy_timeout_ms(len: u64) -> u32 {
-    const BASE_MS: u64 = 10_000;
-    u32::try_from(BASE_MS + (len >> 16)).unwrap_or(u32::MAX)
+/// How long one work request's copies may take before the mover looks at
+/// the channel: a base (`base_ms`, the module's `copy_timeout_ms`), waits
+/// for ring space included, and a millisecond per 64 KiB.
+fn copy_timeout_ms(base_ms: u32, len: u64) -> u32 {
+    u32::try_from(u64::from(base_ms) + (len >> 16)).unwrap_or(u32::MAX)
 }
 
 /// How a copy failed.
@@ -53,6 +54,8 @@ struct Batch {
     state: SpinLockIrq<BatchState>,
     #[pin]
     done: CondVar,
+    /// The mover's count of descriptors ended, every copy's.
+    progress: Arc<Atomic<u64>>,
 }
 
 struct BatchState {
@@ -62,6 +65,7 @@ struct BatchState {
 
 impl CopySink for Batch {
     fn descriptor_done(this: ArcBorrow<'_, Self>, _tag: usize, result: TxResult, residue: u32) {
+        this.progress.fetch_add(1, Relaxed);
         let mut st = this.state.lock();
         if result != TxResult::NoError || residue != 0 {
             st.failed = true;
@@ -74,13 +78,30 @@ impl CopySink for Batch {
 }
 
 /// The data path of a device.
+///
+/// Its channel is the device's alone (dmaengine gives a requested channel
+/// to one client), shared by every QP. So no copy may stop it for being
+/// slow: a copy that outlasts its timeout is waited for as long as the
+/// channel ends descriptors (its own or other QPs'), and a stalled engine
+/// is its driver's to recover (`rust_plx_dma`'s watchdog aborts what is in
+/// flight, and the copy fails with that). Only a channel that ended
+/// nothing during a whole timeout (a driver without a watchdog, a dead
+/// engine) is stopped, to get the regions back.
 pub(crate) struct Mover {
     chan: Option<MemcpyChannel>,
+    /// Descriptors the channel ended, for every copy.
+    progress: Arc<Atomic<u64>>,
+    /// The base of a copy's timeout, in milliseconds.
+    timeout_base_ms: u32,
 }
 
 impl Mover {
-    pub(crate) fn new(chan: Option<MemcpyChannel>) -> Self {
-        Self { chan }
+    pub(crate) fn new(chan: Option<MemcpyChannel>, timeout_base_ms: u32) -> Result<Self> {
+        Ok(Self {
+            chan,
+            progress: Arc::new(Atomic::new(0), GFP_KERNEL)?,
+            timeout_base_ms,
+        })
     }
 
     /// The device regions are mapped for, if the engine moves the data.
@@ -107,27 +128,17 @@ impl Mover {
         if len == 0 {
             return Ok(());
         }
-        let Some(chan) = &self.chan else {
+        if self.chan.is_none() {
             let (d, s, n) = (to_usize(dst_off)?, to_usize(src_off)?, to_usize(len)?);
             UserDma::cpu_copy(dst, d, src, s, n).map_err(|_| CopyError::Failed)?;
             Stats::add(&stats.cpu_copies, 1);
             Stats::add(&stats.cpu_bytes, len);
             return Ok(());
-        };
-        // SAFETY: Both regions are mapped for `chan`'s device (regions are
+        }
+        // SAFETY: Both regions are mapped for the channel's device (regions are
         // mapped at registration when there is a channel) and held by the
         // caller for this call; the ranges were checked by the caller.
-        unsafe {
-            Self::engine_copy(
-                chan,
-                stats,
-                dst.segments(),
-                dst_off,
-                src.segments(),
-                src_off,
-                len,
-            )
-        }
+        unsafe { self.engine_copy(stats, dst.segments(), dst_off, src.segments(), src_off, len) }
     }
 
     /// Copies received bytes, mapped for the channel's device, to offset
@@ -161,17 +172,8 @@ impl Mover {
         // registration), held by the caller, the range checked above;
         // `src` is mapped for the same device while it lives, and is kept
         // for good below when the copy may still run.
-        let copied = unsafe {
-            Self::engine_copy(
-                chan,
-                stats,
-                dst.segments(),
-                dst_off,
-                &segs,
-                0,
-                u64::from(len),
-            )
-        };
+        let copied =
+            unsafe { self.engine_copy(stats, dst.segments(), dst_off, &segs, 0, u64::from(len)) };
         if copied == Err(CopyError::Stuck) {
             core::mem::forget(src);
         }
@@ -182,11 +184,11 @@ impl Mover {
     ///
     /// # Safety
     ///
-    /// Both lists are bus addresses of `chan`'s device, mapped (`dst`
+    /// Both lists are bus addresses of the channel's device, mapped (`dst`
     /// writable) until this returns, and for good if it returns
     /// `CopyError::Stuck`; the ranges lie in them.
     unsafe fn engine_copy(
-        chan: &MemcpyChannel,
+        &self,
         stats: &Stats,
         dst_segs: &[Segment],
         dst_off: u64,
@@ -194,6 +196,9 @@ impl Mover {
         src_off: u64,
         len: u64,
     ) -> core::result::Result<(), CopyError> {
+        let Some(chan) = &self.chan else {
+            return Err(CopyError::Failed);
+        };
         if len == 0 {
             return Ok(());
         }
@@ -214,11 +219,12 @@ impl Mover {
             pin_init!(Batch {
                 state <- new_spinlock_irq!(BatchState { left: count, failed: false }),
                 done <- new_condvar!(),
+                progress: self.progress.clone(),
             }),
             GFP_KERNEL,
         )
         .map_err(|_| CopyError::Failed)?;
-        let timeout_ms = copy_timeout_ms(len);
+        let timeout_ms = copy_timeout_ms(self.timeout_base_ms, len);
         let start = Instant::<Monotonic>::now();
         let mut sent = 0u32;
         'submit: for (i, c) in chunks().enumerate() {
@@ -256,25 +262,41 @@ impl Mover {
         }
         chan.issue_pending();
         let mut left = msecs_to_jiffies(timeout_ms);
+        let mut seen = self.progress.load(Relaxed);
+        let mut slow = false;
         let mut st = batch.state.lock();
         while st.left > 0 {
             match batch.done.wait_interruptible_timeout(&mut st, left) {
                 CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
-                // A signal does not stop a work request: keep waiting out
-                // the timeout, which bounds the wait.
+                // A signal does not stop a work request (the work item
+                // gets none anyway): keep waiting.
                 CondVarTimeoutResult::Signal { jiffies } => left = jiffies,
-                CondVarTimeoutResult::Timeout => break,
+                CondVarTimeoutResult::Timeout => {
+                    // Slow, not stuck, while the channel ends descriptors:
+                    // another timeout's worth of waiting.
+                    let now = self.progress.load(Relaxed);
+                    if now == seen {
+                        break;
+                    }
+                    seen = now;
+                    left = msecs_to_jiffies(timeout_ms);
+                    slow = true;
+                }
             }
         }
         let (unfinished, failed) = (st.left > 0, st.failed);
         drop(st);
+        if slow {
+            Stats::add(&stats.slow_copies, 1);
+        }
         if unfinished {
             pr_err!(
-                "{}: copy of {} bytes unfinished after {} ms: stopping the channel\n",
+                "{}: copy of {} bytes unfinished, and nothing ended on the channel for {} ms: stopping it\n",
                 chan.name(),
                 len,
                 timeout_ms
             );
+            Stats::add(&stats.channel_stops, 1);
             return Err(match chan.terminate() {
                 Ok(()) => CopyError::Failed,
                 Err(_) => CopyError::Stuck,

@@ -105,6 +105,10 @@ module! {
             default: false,
             description: "RC QPs reach peers on this port's own GIDs over RoCEv2 (UDP 4791) too, not only remote ones",
         },
+        copy_timeout_ms: u32 {
+            default: 10000,
+            description: "Base of an engine copy's timeout (plus 1 ms per 64 KiB); past it the channel is stopped only if it ended no descriptor meanwhile",
+        },
     },
 }
 
@@ -266,6 +270,13 @@ impl Driver for PlxRdma {
 
     fn req_notify_cq(cq: &Cq, flags: u32) -> i32 {
         cq.arm(flags)
+    }
+
+    fn resize_cq(cq: &Cq, entries: u32) -> Result {
+        if entries == 0 || entries > MAX_CQE {
+            return Err(EINVAL);
+        }
+        cq.resize(entries)
     }
 
     fn reg_user_mr(
@@ -527,7 +538,7 @@ pub(crate) fn new_device(
         None
     };
     let dev = Device::new(
-        Mover::new(chan),
+        Mover::new(chan, module_parameters::copy_timeout_ms.value().max(1))?,
         ifindex,
         module_parameters::wire_local.value(),
         hub.clone(),

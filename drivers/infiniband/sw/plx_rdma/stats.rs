@@ -25,6 +25,12 @@ pub(crate) struct Stats {
     /// Datagrams nobody received (unknown GID or QP, wrong Q_Key, no
     /// receive posted): unreliable transport drops them.
     pub(crate) datagrams_dropped: Atomic<u64>,
+    /// Engine copies that outlasted their timeout while the channel still
+    /// made progress: waited for, nothing stopped.
+    pub(crate) slow_copies: Atomic<u64>,
+    /// Times the channel was stopped: a copy outlasted its timeout with
+    /// the channel making no progress at all.
+    pub(crate) channel_stops: Atomic<u64>,
 }
 
 impl Stats {
@@ -38,6 +44,8 @@ impl Stats {
             error_wcs: Atomic::new(0),
             datagrams: Atomic::new(0),
             datagrams_dropped: Atomic::new(0),
+            slow_copies: Atomic::new(0),
+            channel_stops: Atomic::new(0),
         }
     }
 
@@ -59,6 +67,8 @@ impl Stats {
             f,
             "datagrams_dropped: {}",
             self.datagrams_dropped.load(Relaxed)
-        )
+        )?;
+        writeln!(f, "slow_copies: {}", self.slow_copies.load(Relaxed))?;
+        writeln!(f, "channel_stops: {}", self.channel_stops.load(Relaxed))
     }
 }

@@ -1940,6 +1940,52 @@ TEST_F(pair, srq_made_as_reported_and_modify_never_crashes)
 }
 
 /*
+ * ibv_resize_cq(): a CQ grows with its completions kept in order, cannot
+ * shrink below the completions it holds (EINVAL), and shrinks above them.
+ */
+TEST_F(pair, cq_resize_keeps_completions)
+{
+	struct ibv_cq *cq = ibv_create_cq(self->ctx, 4, NULL, NULL, 0);
+	struct ibv_qp_init_attr ia = {
+		.send_cq = NULL, .recv_cq = self->cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = DEPTH, .max_recv_wr = DEPTH,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp *old_a = self->a;
+	struct ibv_wc wc[4];
+	int r;
+
+	ASSERT_NE(NULL, cq);
+	ia.send_cq = cq;
+	self->a = ibv_create_qp(self->pd, &ia);
+	ASSERT_NE(NULL, self->a);
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 7));
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(0, post_rdma(self->a, IBV_WR_RDMA_WRITE, self->src, 64,
+				       self->src_mr->lkey, (uintptr_t)self->dst,
+				       self->dst_mr->rkey, 0, IBV_SEND_SIGNALED, 10 + i));
+	/* Let the three complete into the CQ before it is resized. */
+	usleep(500000);
+	r = ibv_resize_cq(cq, 64);
+	OUTCOME("grow=%s", r ? strerror(r) : "ok");
+	EXPECT_EQ(0, r);
+	EXPECT_LE(64, cq->cqe);
+	r = ibv_resize_cq(cq, 1);
+	OUTCOME("below_held=%s", r == EINVAL ? "EINVAL" : r ? strerror(r) : "ok");
+	ASSERT_EQ(3, poll_n(cq, wc, 3));
+	for (int i = 0; i < 3; i++) {
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status);
+		EXPECT_EQ(10 + i, wc[i].wr_id);
+	}
+	r = ibv_resize_cq(cq, 8);
+	OUTCOME("shrink_empty=%s", r ? strerror(r) : "ok");
+	EXPECT_EQ(0, r);
+	EXPECT_EQ(0, ibv_destroy_qp(self->a));
+	self->a = old_a;
+	EXPECT_EQ(0, ibv_destroy_cq(cq));
+}
+
+/*
  * An RC QP that receives from an SRQ: SENDs take the SRQ's receives in
  * order; the armed limit raises IBV_EVENT_SRQ_LIMIT_REACHED once the
  * receives fall below it, and is disarmed then; the SRQ resizes; the
