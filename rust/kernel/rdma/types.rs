@@ -450,6 +450,8 @@ pub mod qp_type {
     pub const GSI: u32 = 1;
     /// Reliable connected.
     pub const RC: u32 = 2;
+    /// Unreliable connected.
+    pub const UC: u32 = 3;
     /// Unreliable datagram.
     pub const UD: u32 = 4;
 }

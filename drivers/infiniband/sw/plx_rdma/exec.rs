@@ -17,7 +17,7 @@
 //! (`rc`, `net`).
 
 use crate::rdma::types::{
-    access, qp_state, qp_type, send_flags, wc_opcode, wc_status, wr_opcode, Sge, Wc, WC_WITH_IMM,
+    access, qp_state, send_flags, wc_opcode, wc_status, wr_opcode, Sge, Wc, WC_WITH_IMM,
 };
 use crate::{
     atomic::{self, AtomicOp, ATOMIC_LEN},
@@ -41,6 +41,7 @@ pub(crate) struct Piece {
 }
 
 /// How a request ended.
+#[derive(Clone, Copy)]
 pub(crate) enum Outcome {
     /// Done; the completion reports `byte_len` bytes.
     Done(u32),
@@ -221,7 +222,7 @@ fn copy_failed(e: CopyError, regions: &[&[Piece]]) -> Outcome {
 /// an RC peer (rxe drops RC packets to QP1).
 fn peer_of(qp: &Qp) -> Option<Arc<Qp>> {
     let peer = qp.dev.find_qp(qp.dest_qpn()?)?;
-    if peer.qp_type != qp_type::RC || peer.dest_qpn()? != qp.qpn {
+    if peer.qp_type != qp.qp_type || !peer.is_connected() || peer.dest_qpn()? != qp.qpn {
         return None;
     }
     let state = peer.current_state()?;
@@ -278,6 +279,19 @@ fn wait_recv(qp: &Qp, peer: &Qp) -> core::result::Result<(), Outcome> {
     }
 }
 
+/// [`wait_recv`] on RC; on UC (no RNR NAK to wait on) `Err(dropped)`
+/// unless a receive is there now.
+fn await_recv(qp: &Qp, peer: &Qp, dropped: Outcome) -> core::result::Result<(), Outcome> {
+    if !qp.is_uc() {
+        return wait_recv(qp, peer);
+    }
+    if peer.has_recv() {
+        Ok(())
+    } else {
+        Err(dropped)
+    }
+}
+
 /// The receive [`wait_recv`] found. On an SRQ another of its QPs may have
 /// taken it meanwhile: then the wait goes on for the next one. Otherwise
 /// it is gone only if the peer flushed it (it went to ERR), which the
@@ -317,8 +331,17 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
         Ok(l) => l,
         Err(o) => return o,
     };
+    // What a UC responder cannot take (no receive, no right, a bad key,
+    // no peer at all) it drops, and the requester, never told, completes
+    // the request (IBA 9.7.5.1.3's class D and E errors; rxe alike).
+    let uc = qp.is_uc();
+    let dropped = Outcome::Done(byte_len);
     let Some(peer) = peer_of(qp) else {
-        return Outcome::Failed(wc_status::RETRY_EXC_ERR);
+        return if uc {
+            dropped
+        } else {
+            Outcome::Failed(wc_status::RETRY_EXC_ERR)
+        };
     };
     if let Some(op) = wqe.atomic {
         return execute_atomic(&peer, wqe, op, &local);
@@ -331,6 +354,9 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
                 access::REMOTE_WRITE
             };
             if peer.peer_access() & want != want {
+                if uc {
+                    return dropped;
+                }
                 // The peer QP does not take this operation at all: an
                 // invalid request, as rxe's responder NAKs it.
                 peer.enter_error();
@@ -342,6 +368,7 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
                 0 => Ok(None),
                 _ => match resolve_remote(&peer, wqe, want, len) {
                     Some(r) => Ok(Some(r)),
+                    None if uc => Err(dropped),
                     None => {
                         // The responder NAKs the access; both ends go to ERR.
                         peer.enter_error();
@@ -358,7 +385,7 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
                 // The regions are let go across the wait and looked up
                 // again after it (see the SEND case below).
                 drop((remote, local));
-                if let Err(o) = wait_recv(qp, &peer) {
+                if let Err(o) = await_recv(qp, &peer, dropped) {
                     return o;
                 }
                 (local, remote) = match (lookup_local(), lookup_remote()) {
@@ -367,6 +394,7 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
                 };
                 match take_recv(qp, &peer) {
                     Ok(r) => Some(r),
+                    Err(_) if uc => return dropped,
                     Err(o) => return o,
                 }
             } else {
@@ -406,7 +434,7 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
             // a region held across that wait (for good with rnr_retry 7)
             // would make its deregistration wait as long.
             drop(local);
-            if let Err(o) = wait_recv(qp, &peer) {
+            if let Err(o) = await_recv(qp, &peer, dropped) {
                 return o;
             }
             let local = match lookup_local() {
@@ -415,6 +443,7 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
             };
             let recv = match take_recv(qp, &peer) {
                 Ok(r) => r,
+                Err(_) if uc => return dropped,
                 Err(o) => return o,
             };
             let recv_wc = |status, n| Wc {
@@ -430,13 +459,21 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
             if len > room {
                 // rxe's responder fails the receive as a local QP
                 // operation error and NAKs the requester with a remote
-                // operation error.
+                // operation error. UC: the receive fails as too short,
+                // the requester hears nothing.
+                if uc {
+                    peer.complete_recv(recv_wc(wc_status::LOC_LEN_ERR, 0), false);
+                    return dropped;
+                }
                 peer.complete_recv(recv_wc(wc_status::LOC_QP_OP_ERR, 0), false);
                 peer.enter_error();
                 return Outcome::Failed(wc_status::REM_OP_ERR);
             }
             let Ok(dst) = resolve_recv(&peer, recv.sges()) else {
                 peer.complete_recv(recv_wc(wc_status::LOC_PROT_ERR, 0), false);
+                if uc {
+                    return dropped;
+                }
                 peer.enter_error();
                 return Outcome::Failed(wc_status::REM_OP_ERR);
             };

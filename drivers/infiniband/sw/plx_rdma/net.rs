@@ -140,6 +140,10 @@ wire_stats! {
     rx_nak_length,
     /// Requests whose PSN was already executed: answered, not executed.
     rx_duplicates,
+    /// UC packets dropped: after a gap in the PSNs, or of a message the
+    /// QP could not take (no receive, no right, a bad key), up to the
+    /// next first packet.
+    rx_uc_dropped,
     /// Requests ahead of the expected PSN: dropped (one NAK each gap).
     rx_drop_psn_ahead,
     /// Acknowledges matching no outstanding request.
@@ -581,7 +585,7 @@ impl Rx {
             return false;
         }
         let datagram = match pkt.info.transport {
-            Transport::Rc => false,
+            Transport::Rc | Transport::Uc => false,
             Transport::Ud => true,
             _ => {
                 WireStats::inc(&stats.rx_drop_transport);
@@ -600,7 +604,9 @@ impl Rx {
             }
             return ud::on_datagram(&qp, dg.ip_udp, &pkt);
         }
-        if qp.qp_type != qp_type::RC {
+        let uc = pkt.info.transport == Transport::Uc;
+        let wanted = if uc { qp_type::UC } else { qp_type::RC };
+        if qp.qp_type != wanted {
             WireStats::inc(&stats.rx_drop_qp_type);
             return false;
         }
@@ -612,7 +618,9 @@ impl Rx {
             WireStats::inc(&stats.rx_drop_wrong_source);
             return false;
         }
-        if pkt.info.is_request() {
+        if uc {
+            rc::on_uc_request(&qp, &path, &pkt, skb)
+        } else if pkt.info.is_request() {
             rc::on_request(&qp, &port, &path, &pkt, skb)
         } else {
             rc::on_response(&qp, &pkt, skb)

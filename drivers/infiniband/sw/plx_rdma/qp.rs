@@ -3,7 +3,8 @@
 //! Queue pairs: the verbs state machine, the send and receive queues, and
 //! the work item that executes the send queue.
 //!
-//! User space gets reliable-connected and unreliable-datagram QPs; kernel
+//! User space gets reliable- and unreliable-connected and
+//! unreliable-datagram QPs; kernel
 //! consumers get the GSI QP (QP1) that ib_core's MAD layer opens on the
 //! port, a datagram QP whose requests carry kernel memory (`KernelSgl`).
 //! A datagram request carries its address (`UdDest`, from the address
@@ -168,7 +169,7 @@ impl QpState {
 #[pin_data]
 pub(crate) struct Qp {
     pub(crate) qpn: u32,
-    /// `qp_type::RC`, `qp_type::UD` or `qp_type::GSI`.
+    /// `qp_type::RC`, `qp_type::UC`, `qp_type::UD` or `qp_type::GSI`.
     pub(crate) qp_type: u32,
     /// Created by a kernel consumer.
     pub(crate) kernel: bool,
@@ -222,7 +223,7 @@ impl Qp {
         // layer (GSI), which addresses memory by kernel virtual address.
         let kernel = init.kernel != 0;
         let ok = match init.qp_type {
-            qp_type::RC | qp_type::UD => !kernel,
+            qp_type::RC | qp_type::UC | qp_type::UD => !kernel,
             qp_type::GSI => kernel,
             _ => false,
         };
@@ -305,7 +306,7 @@ impl Qp {
         // `wire_local`, any GID) talks over the wire: the device's UDP
         // port is opened first, which may sleep and may fail (another
         // RoCE stack owns it).
-        let wire = self.qp_type == qp_type::RC
+        let wire = self.is_connected()
             && mask & qp_mask::AV != 0
             && (attr.dest_local == 0 || self.dev.wire_local);
         if wire {
@@ -487,15 +488,18 @@ impl Qp {
             return Err(EINVAL);
         }
         let datagram = self.is_datagram();
+        let reliable = self.qp_type == qp_type::RC;
         let atomic = AtomicOp::of_wr(wr.opcode, wr.compare_add, wr.swap);
         match wr.opcode {
             wr_opcode::SEND | wr_opcode::SEND_WITH_IMM => {}
-            wr_opcode::RDMA_WRITE | wr_opcode::RDMA_WRITE_WITH_IMM | wr_opcode::RDMA_READ
-                if !datagram => {}
+            wr_opcode::RDMA_WRITE | wr_opcode::RDMA_WRITE_WITH_IMM if !datagram => {}
+            // READs and atomics need answers: RC only (as rxe refuses
+            // them on UC at post).
+            wr_opcode::RDMA_READ if reliable => {}
             // Eight bytes come back into the list, from an aligned
             // target; no inline data (rxe's provider refuses the same at
             // post).
-            _ if atomic.is_some() && !datagram => {
+            _ if atomic.is_some() && reliable => {
                 let len: u64 = wr.sges.iter().map(|s| u64::from(s.length)).sum();
                 if len < ATOMIC_LEN || !atomic::aligned(wr.remote_addr) || inline.is_some() {
                     return Err(EINVAL);
@@ -660,6 +664,17 @@ impl Qp {
             state,
             qp_state::RTR | qp_state::RTS | qp_state::SQD | qp_state::SQE
         )
+    }
+
+    /// Whether the QP is connected to one peer QP (RC or UC).
+    pub(crate) fn is_connected(&self) -> bool {
+        matches!(self.qp_type, qp_type::RC | qp_type::UC)
+    }
+
+    /// Whether the QP is unreliable connected: nothing it sends is
+    /// acknowledged, and what it cannot take it drops.
+    pub(crate) fn is_uc(&self) -> bool {
+        self.qp_type == qp_type::UC
     }
 
     /// Whether the QP sends and receives datagrams (GSI or UD).

@@ -55,7 +55,7 @@ use crate::{
     exec::{place_inline, resolve, resolve_recv, rnr_delay_us, Outcome, Piece},
     mover::CopyError,
     net::{Path, Port, WireStats},
-    qp::{Qp, RecvWqe, SendWqe, MAX_SGE},
+    qp::{Qp, QpState, RecvWqe, SendWqe, MAX_SGE},
     rdma::types::{
         access, qp_state, send_flags, wc_opcode, wc_status, wr_opcode, Sge, Wc, WC_WITH_IMM,
     },
@@ -180,6 +180,8 @@ pub(crate) struct RcState {
     pub(crate) recv: Option<InRecv>,
     write: Option<InWrite>,
     atomics: AtomicReplies,
+    /// UC: a message is being dropped, up to the next first packet.
+    uc_dropping: bool,
 }
 
 impl RcState {
@@ -194,6 +196,7 @@ impl RcState {
             recv: None,
             write: None,
             atomics: AtomicReplies::new(),
+            uc_dropping: false,
         }
     }
 
@@ -397,17 +400,20 @@ fn transmit(
         let _ = port.send(stats, path, &bth, &ext, 0, |_| Ok(()));
         return Ok(());
     }
+    let uc = qp.is_uc();
     for i in from..n {
         let off = u64::from(i) * mtu;
         let size = (len - off.min(len)).min(mtu) as usize;
-        let opcode = request_opcode(wqe.opcode, i, n);
+        // UC's SEND and WRITE opcodes are RC's in the next transport's
+        // range (IBA table 38: 0x20 up).
+        let opcode = request_opcode(wqe.opcode, i, n) | if uc { 0x20 } else { 0 };
         let last = i + 1 == n;
         let bth = Bth {
             opcode,
             solicited: last && wqe.flags & send_flags::SOLICITED != 0,
             pkey: Bth::DEFAULT_PKEY,
             dest_qp: path.dest_qp,
-            ack_req: last || (i + 1) % ACK_EVERY == 0,
+            ack_req: !uc && (last || (i + 1) % ACK_EVERY == 0),
             psn: first.add(i),
             ..Bth::default()
         };
@@ -522,6 +528,19 @@ fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
         return Outcome::Failed(wc_status::LOC_PROT_ERR);
     }
     let n = u32::try_from(len.div_ceil(path.mtu as u64).max(1)).unwrap_or(u32::MAX);
+    if qp.is_uc() {
+        // Unreliable: sent once, nothing to wait for.
+        let first = {
+            let mut st = qp.state.lock();
+            let first = st.rc.sq_psn;
+            st.rc.sq_psn = first.add(n);
+            first
+        };
+        return match transmit(qp, &port, &path, wqe, first, 0, n) {
+            Ok(()) => Outcome::Done(byte_len),
+            Err(status) => Outcome::Failed(status),
+        };
+    }
     let (first, attr) = {
         let mut st = qp.state.lock();
         let first = st.rc.sq_psn;
@@ -1196,8 +1215,14 @@ fn place_send(qp: &Arc<Qp>, pkt: &Packet<'_>, skb: &LinearSkb, mut recv: InRecv)
     };
     if end > room {
         // As the loopback fabric does, after rxe: the receive fails, the
-        // requester gets a remote operation error.
-        qp.complete_recv(recv_wc(&recv.wqe, wc_status::LOC_QP_OP_ERR, 0), false);
+        // requester gets a remote operation error (UC: the receive fails
+        // as too short, and the message is dropped).
+        let status = if qp.is_uc() {
+            wc_status::LOC_LEN_ERR
+        } else {
+            wc_status::LOC_QP_OP_ERR
+        };
+        qp.complete_recv(recv_wc(&recv.wqe, status, 0), false);
         return Step::Nak(Syndrome::Nak(NakCode::RemoteOperationalError));
     }
     let Ok(dst) = resolve_recv(qp, recv.wqe.sges()) else {
@@ -1287,4 +1312,96 @@ fn place_write(qp: &Arc<Qp>, pkt: &Packet<'_>, skb: &LinearSkb, mut w: InWrite) 
 /// The source QP of a connected QP's requests: its destination.
 fn pkt_src_qp(qp: &Qp) -> u32 {
     qp.state.lock().attr.dest_qp_num
+}
+
+/// A request for a UC QP, in the shape of rxe's responder for UC: no
+/// acknowledge, NAK or duplicate. A packet after a gap in the PSNs (a lost
+/// one) drops the message in progress and every packet up to the next
+/// first one, which starts afresh; a message the QP cannot take (no
+/// receive, no right, a bad key, a wrong length) is dropped the same way,
+/// the QP staying in RTS. A receive left half-filled by a dropped SEND is
+/// used again by the next one. Returns whether the packet was taken.
+pub(crate) fn on_uc_request(qp: &Arc<Qp>, path: &Path, pkt: &Packet<'_>, skb: &LinearSkb) -> bool {
+    let stats = &qp.dev.wire_stats;
+    let psn = pkt.bth.psn;
+    let info = pkt.info;
+    let starts = info.starts_message();
+    // Drops the rest of the message (from the packet after this one).
+    let drop_rest = |st: &mut QpState| {
+        WireStats::inc(&stats.rx_uc_dropped);
+        st.rc.write = None;
+        if let Some(r) = st.rc.recv.as_mut() {
+            r.offset = 0;
+        }
+        st.rc.uc_dropping = !info.ends_message();
+    };
+    let (recv, write) = {
+        let mut st = qp.state.lock();
+        if st.dead() || !Qp::accepts_requests(st.state) {
+            WireStats::inc(&stats.rx_drop_qp_state);
+            return false;
+        }
+        let in_sequence = psn == st.rc.epsn && !st.rc.uc_dropping;
+        st.rc.epsn = psn.next();
+        if !in_sequence && !starts {
+            drop_rest(&mut st);
+            st.rc.uc_dropping = true;
+            return true;
+        }
+        if !in_sequence {
+            // A first packet after a gap: what was in progress is lost.
+            st.rc.write = None;
+            if let Some(r) = st.rc.recv.as_mut() {
+                r.offset = 0;
+            }
+        }
+        st.rc.uc_dropping = false;
+        let access = st.attr.qp_access_flags;
+        let taken = match info.operation {
+            Operation::Send if starts => {
+                st.rc.write = None;
+                let reused = st.rc.recv.take().map(|r| r.wqe);
+                reused
+                    .or_else(|| qp.pop_recv(&mut st))
+                    .map(|wqe| (Some(InRecv { wqe, offset: 0 }), None))
+            }
+            Operation::Send => st.rc.recv.take().map(|r| (Some(r), None)),
+            Operation::RdmaWrite if access & access::REMOTE_WRITE == 0 => None,
+            Operation::RdmaWrite if starts => pkt.ext.reth.map(|r| {
+                (
+                    None,
+                    Some(InWrite {
+                        va: r.va,
+                        rkey: r.rkey,
+                        len: u64::from(r.len),
+                        offset: 0,
+                    }),
+                )
+            }),
+            Operation::RdmaWrite => st.rc.write.take().map(|w| (None, Some(w))),
+            _ => None,
+        };
+        match taken {
+            Some(t) if length_fits(pkt, path.mtu) => t,
+            Some((r, _)) => {
+                // Kept for the next message.
+                st.rc.recv = r;
+                drop_rest(&mut st);
+                return true;
+            }
+            None => {
+                drop_rest(&mut st);
+                return true;
+            }
+        }
+    };
+    let step = match (recv, write) {
+        (Some(r), _) => place_send(qp, pkt, skb, r),
+        (None, Some(w)) => place_write(qp, pkt, skb, w),
+        (None, None) => return true,
+    };
+    if let Step::Nak(_) = step {
+        drop_rest(&mut qp.state.lock());
+    }
+    true
 }

@@ -1939,6 +1939,103 @@ TEST_F(pair, srq_made_as_reported_and_modify_never_crashes)
 	EXPECT_EQ(0, ibv_destroy_srq(srq));
 }
 
+/* A UC QP of the fixture's PD and CQ, connected to @dest (RTS). */
+static int uc_connect(FIXTURE_DATA(pair) *self, struct ibv_qp *qp, uint32_t dest)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
+		.dest_qp_num = dest, .rq_psn = 0,
+		.ah_attr = { .port_num = 1 },
+	};
+
+	if (self->port.link_layer == IBV_LINK_LAYER_ETHERNET) {
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.dgid = self->gid;
+		a.ah_attr.grh.sgid_index = self->gid_index;
+		a.ah_attr.grh.hop_limit = 1;
+	} else {
+		a.ah_attr.dlid = self->port.lid;
+	}
+	if (to_init(qp, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) ||
+	    ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
+		return -1;
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
+/*
+ * UC QPs: SEND and RDMA WRITE (multi-packet) arrive; what the responder
+ * cannot take (a SEND without a receive, a WRITE with a bad R_Key) is
+ * dropped while the requester completes it, both QPs staying in RTS;
+ * READ is refused at post (EINVAL), as rxe does.
+ */
+TEST_F(pair, uc_send_write_and_drops)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = self->cq, .recv_cq = self->cq, .qp_type = IBV_QPT_UC,
+		.cap = { .max_send_wr = DEPTH, .max_recv_wr = DEPTH,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp *u1 = ibv_create_qp(self->pd, &ia), *u2 = ibv_create_qp(self->pd, &ia);
+	struct ibv_wc wc[2];
+	int got, recvs = 0, sends = 0;
+
+	ASSERT_NE(NULL, u1) TH_LOG("UC QP: %s", strerror(errno));
+	ASSERT_NE(NULL, u2);
+	ASSERT_EQ(0, uc_connect(self, u1, u2->qp_num));
+	ASSERT_EQ(0, uc_connect(self, u2, u1->qp_num));
+	/* Dropped: no receive, then a bad R_Key. */
+	ASSERT_EQ(0, post_rdma(u1, IBV_WR_SEND, self->src, 100, self->src_mr->lkey, 0, 0, 0,
+			       IBV_SEND_SIGNALED, 1));
+	ASSERT_EQ(1, poll_n(self->cq, wc, 1));
+	report_wc(_metadata, "send_without_recv", &wc[0]);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc[0].status);
+	ASSERT_EQ(0, post_rdma(u1, IBV_WR_RDMA_WRITE, self->src, 3000, self->src_mr->lkey,
+			       (uintptr_t)self->dst, self->dst_mr->rkey + 1, 0,
+			       IBV_SEND_SIGNALED, 2));
+	ASSERT_EQ(1, poll_n(self->cq, wc, 1));
+	report_wc(_metadata, "write_bad_rkey", &wc[0]);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc[0].status);
+	usleep(200000);
+	EXPECT_EQ(-1, first_not(self->dst, BUF, CANARY));
+	EXPECT_EQ(EINVAL, post_rdma(u1, IBV_WR_RDMA_READ, self->dst, 64, self->dst_mr->lkey,
+				    (uintptr_t)self->src, self->src_mr->rkey, 0,
+				    IBV_SEND_SIGNALED, 3));
+	/* Taken: a 3000-byte WRITE (three packets on the wire), then a SEND. */
+	ASSERT_EQ(0, post_rdma(u1, IBV_WR_RDMA_WRITE, self->src, 3000, self->src_mr->lkey,
+			       (uintptr_t)self->dst, self->dst_mr->rkey, 0,
+			       IBV_SEND_SIGNALED, 4));
+	ASSERT_EQ(1, poll_n(self->cq, wc, 1));
+	report_wc(_metadata, "write", &wc[0]);
+	ASSERT_EQ(0, post_recv(u2, self->dst + 8192, 256, self->dst_mr->lkey, 5));
+	ASSERT_EQ(0, post_rdma(u1, IBV_WR_SEND, self->src + 4096, 100, self->src_mr->lkey,
+			       0, 0, 0, IBV_SEND_SIGNALED, 6));
+	while (recvs + sends < 2) {
+		got = poll_n(self->cq, wc, 1);
+		ASSERT_EQ(1, got);
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[0].status);
+		if (wc[0].opcode == IBV_WC_RECV) {
+			recvs++;
+			EXPECT_EQ(100, wc[0].byte_len);
+			EXPECT_EQ(u2->qp_num, wc[0].qp_num);
+		} else {
+			sends++;
+		}
+	}
+	/* Polls the WRITE's data: on the wire it may land after its completion. */
+	for (int i = 0; i < 50 && memcmp(self->dst, self->src, 3000); i++)
+		usleep(20000);
+	EXPECT_EQ(0, memcmp(self->dst, self->src, 3000));
+	EXPECT_EQ(0, memcmp(self->dst + 8192, self->src + 4096, 100));
+	OUTCOME("states u1=%d u2=%d recvs=%d", qp_state(u1), qp_state(u2), recvs);
+	EXPECT_EQ(IBV_QPS_RTS, qp_state(u1));
+	EXPECT_EQ(IBV_QPS_RTS, qp_state(u2));
+	EXPECT_EQ(0, ibv_destroy_qp(u1));
+	EXPECT_EQ(0, ibv_destroy_qp(u2));
+}
+
 /*
  * ibv_resize_cq(): a CQ grows with its completions kept in order, cannot
  * shrink below the completions it holds (EINVAL), and shrinks above them.
