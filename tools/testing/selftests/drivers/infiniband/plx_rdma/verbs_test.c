@@ -118,24 +118,32 @@ static int to_init(struct ibv_qp *qp, int access)
 			     IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 }
 
-/* RTR toward @dest: by LID on InfiniBand, by GID (RoCE) on Ethernet. */
+/* The address of this port: by LID on InfiniBand, by GID (RoCE) on Ethernet. */
+static struct ibv_ah_attr self_av(FIXTURE_DATA(pair) *self)
+{
+	struct ibv_ah_attr ah = { .port_num = 1 };
+
+	if (self->port.link_layer == IBV_LINK_LAYER_ETHERNET) {
+		ah.is_global = 1;
+		ah.grh.dgid = self->gid;
+		ah.grh.sgid_index = self->gid_index;
+		ah.grh.hop_limit = 1;
+	} else {
+		ah.dlid = self->port.lid;
+	}
+	return ah;
+}
+
+/* RTR toward @dest, on this port. */
 static int to_rtr(FIXTURE_DATA(pair) *self, struct ibv_qp *qp, uint32_t dest)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
 		.dest_qp_num = dest, .rq_psn = 0, .max_dest_rd_atomic = 4,
 		.min_rnr_timer = 1,
-		.ah_attr = { .port_num = 1 },
+		.ah_attr = self_av(self),
 	};
 
-	if (self->port.link_layer == IBV_LINK_LAYER_ETHERNET) {
-		a.ah_attr.is_global = 1;
-		a.ah_attr.grh.dgid = self->gid;
-		a.ah_attr.grh.sgid_index = self->gid_index;
-		a.ah_attr.grh.hop_limit = 1;
-	} else {
-		a.ah_attr.dlid = self->port.lid;
-	}
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 			     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 			     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
@@ -950,10 +958,7 @@ static int post_ud(struct ibv_qp *qp, struct ibv_ah *ah, uint32_t qpn, uint32_t 
 TEST_F(pair, ud_send_recv)
 {
 	const uint32_t qkey = 0x11111111;
-	struct ibv_ah_attr aa = {
-		.is_global = 1, .port_num = 1,
-		.grh = { .dgid = self->gid, .sgid_index = self->gid_index, .hop_limit = 1 },
-	};
+	struct ibv_ah_attr aa = self_av(self);
 	struct ibv_qp *u1, *u2;
 	struct ibv_ah *ah;
 	struct ibv_wc wc[2];
@@ -1945,17 +1950,9 @@ static int uc_connect(FIXTURE_DATA(pair) *self, struct ibv_qp *qp, uint32_t dest
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
 		.dest_qp_num = dest, .rq_psn = 0,
-		.ah_attr = { .port_num = 1 },
+		.ah_attr = self_av(self),
 	};
 
-	if (self->port.link_layer == IBV_LINK_LAYER_ETHERNET) {
-		a.ah_attr.is_global = 1;
-		a.ah_attr.grh.dgid = self->gid;
-		a.ah_attr.grh.sgid_index = self->gid_index;
-		a.ah_attr.grh.hop_limit = 1;
-	} else {
-		a.ah_attr.dlid = self->port.lid;
-	}
 	if (to_init(qp, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) ||
 	    ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
