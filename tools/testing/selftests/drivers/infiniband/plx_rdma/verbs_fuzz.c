@@ -51,6 +51,14 @@ struct fuzz {
 	struct ibv_mr *mr[NMR];
 	struct ibv_qp *qp[NQP];
 	struct ibv_mr *guard_mr[NPD];
+	/*
+	 * The address handle a UD request names (or none): a pointer there is
+	 * dereferenced by libibverbs itself before any provider sees the
+	 * request, so a garbage one would be the caller's undefined behaviour
+	 * on every device, not a test of this one.
+	 */
+	struct ibv_pd *ah_pd;
+	struct ibv_ah *ah;
 	unsigned char *buf[NBUF];
 	unsigned char *guard, *unregistered;
 	uint64_t rng;
@@ -385,6 +393,11 @@ static void op_send(struct fuzz *f)
 		if (mr)
 			wr.wr.rdma.rkey = mr->rkey;
 	}
+	if (qp->qp_type == IBV_QPT_UD) {
+		wr.wr.ud.ah = below(f, 4) ? f->ah : NULL;
+		wr.wr.ud.remote_qpn = below(f, 2) ? rnd(f) & 0xffffff : 1 + below(f, 300);
+		wr.wr.ud.remote_qkey = below(f, 2) ? (uint32_t)rnd(f) : 0x11111111;
+	}
 	result(f, ibv_post_send(qp, &wr, &bad));
 }
 
@@ -453,6 +466,23 @@ TEST(hostile_verbs_leave_guarded_memory_alone)
 	f->ctx = open_named(name);
 	ASSERT_NE(NULL, f->ctx) TH_LOG("no device %s", name);
 	ASSERT_EQ(0, ibv_query_port(f->ctx, 1, &f->port));
+	f->ah_pd = ibv_alloc_pd(f->ctx);
+	ASSERT_NE(NULL, f->ah_pd);
+	if (f->port.link_layer == IBV_LINK_LAYER_ETHERNET) {
+		struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1,
+					  .grh = { .hop_limit = 1 } };
+
+		/* The port's last GID, a RoCEv2 one where there are several. */
+		for (int i = 0; i < f->port.gid_tbl_len; i++) {
+			union ibv_gid g;
+
+			if (!ibv_query_gid(f->ctx, 1, i, &g) && g.global.interface_id) {
+				aa.grh.dgid = g;
+				aa.grh.sgid_index = i;
+			}
+		}
+		f->ah = ibv_create_ah(f->ah_pd, &aa);
+	}
 	/* Buffers, then the guard and never-registered memory after them. */
 	pages = mmap(NULL, (NBUF + 2) * BUFLEN, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -519,6 +549,9 @@ TEST(hostile_verbs_leave_guarded_memory_alone)
 	for (int i = 0; i < NPD; i++)
 		if (f->pd[i])
 			ASSERT_EQ(0, ibv_dealloc_pd(f->pd[i]));
+	if (f->ah)
+		ASSERT_EQ(0, ibv_destroy_ah(f->ah));
+	ASSERT_EQ(0, ibv_dealloc_pd(f->ah_pd));
 	printf("# %lu verbs called, %lu refused; %lu completions, %lu with an error status\n",
 	       f->calls, f->errors, f->wcs, f->wc_errors);
 	EXPECT_TRUE(untouched(f->guard, BUFLEN)) TH_LOG("the guard region was written");
