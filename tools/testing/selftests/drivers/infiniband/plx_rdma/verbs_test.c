@@ -2056,6 +2056,141 @@ TEST_F(pair, uc_read_refused_at_post)
 	EXPECT_EQ(0, ibv_destroy_qp(u2));
 }
 
+/* Records one verb's answer: made (0) or refused with an errno, never 0. */
+#define ANSWER(name, r)								\
+	do {									\
+		int r_ = (r);							\
+										\
+		printf("# %-22s %s\n", name, r_ ? strerror(r_) : "made");	\
+		answered++;							\
+		if (r_ < 0 || r_ > 4095)					\
+			bad++;							\
+	} while (0)
+
+/* 0 for an object, else its errno (EIO if the verb set none). */
+static int made(const void *obj)
+{
+	return obj ? 0 : errno ? errno : EIO;
+}
+
+/*
+ * Every verb of libibverbs' context and extended operations that a
+ * provider may not implement, called with ordinary arguments: each is
+ * answered, an object (destroyed again) or an errno, and the process and
+ * the device live on (the pair still runs a SEND). What each device
+ * supports differs (rxe has memory windows, plx_rdma none), so only the
+ * answers' shape is compared.
+ */
+TEST_F(pair, every_verb_answers)
+{
+	struct ibv_xrcd_init_attr xa = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = -1, .oflags = O_CREAT,
+	};
+	struct ibv_wq_init_attr wa = { .wq_type = IBV_WQT_RQ, .max_wr = 1, .max_sge = 1,
+				       .pd = self->pd, .cq = self->cq };
+	struct ibv_alloc_dm_attr da = { .length = 64 };
+	struct ibv_td_init_attr ta = {};
+	struct ibv_parent_domain_init_attr pa = { .pd = self->pd };
+	struct ibv_counters_init_attr ca = {};
+	struct ibv_modify_cq_attr ma = { .attr_mask = IBV_CQ_ATTR_MODERATE,
+					 .moderate = { .cq_count = 1, .cq_period = 1 } };
+	struct ibv_values_ex vx = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK };
+	struct ibv_srq_init_attr_ex sx = {
+		.attr = { .max_wr = 1, .max_sge = 1 }, .srq_type = IBV_SRQT_XRC,
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD,
+		.pd = self->pd,
+	};
+	struct ibv_sge sge = { .addr = (uintptr_t)self->src, .length = 64,
+			       .lkey = self->src_mr->lkey };
+	struct ibv_ece ece = {};
+	union ibv_gid mgid = { .raw = { 0xff, 0x0e } };
+	struct ibv_mw *mw;
+	struct ibv_xrcd *xrcd;
+	struct ibv_wq *wq;
+	struct ibv_dm *dm;
+	struct ibv_td *td;
+	struct ibv_pd *ppd;
+	struct ibv_counters *counters;
+	struct ibv_srq *srq;
+	struct ibv_mr *mr;
+	struct ibv_wc wc[2];
+	int answered = 0, bad = 0, r;
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 7));
+	for (int type = IBV_MW_TYPE_1; type <= IBV_MW_TYPE_2; type++) {
+		errno = 0;
+		mw = ibv_alloc_mw(self->pd, type);
+		ANSWER(type == IBV_MW_TYPE_1 ? "alloc_mw type 1" : "alloc_mw type 2", made(mw));
+		if (mw)
+			EXPECT_EQ(0, ibv_dealloc_mw(mw));
+	}
+	errno = 0;
+	xrcd = ibv_open_xrcd(self->ctx, &xa);
+	ANSWER("open_xrcd", made(xrcd));
+	if (xrcd)
+		EXPECT_EQ(0, ibv_close_xrcd(xrcd));
+	errno = 0;
+	wq = ibv_create_wq(self->ctx, &wa);
+	ANSWER("create_wq", made(wq));
+	if (wq)
+		EXPECT_EQ(0, ibv_destroy_wq(wq));
+	errno = 0;
+	dm = ibv_alloc_dm(self->ctx, &da);
+	ANSWER("alloc_dm", made(dm));
+	if (dm)
+		EXPECT_EQ(0, ibv_free_dm(dm));
+	errno = 0;
+	td = ibv_alloc_td(self->ctx, &ta);
+	ANSWER("alloc_td", made(td));
+	if (td)
+		EXPECT_EQ(0, ibv_dealloc_td(td));
+	errno = 0;
+	ppd = ibv_alloc_parent_domain(self->ctx, &pa);
+	ANSWER("alloc_parent_domain", made(ppd));
+	if (ppd)
+		EXPECT_EQ(0, ibv_dealloc_pd(ppd));
+	errno = 0;
+	counters = ibv_create_counters(self->ctx, &ca);
+	ANSWER("create_counters", made(counters));
+	if (counters)
+		EXPECT_EQ(0, ibv_destroy_counters(counters));
+	errno = 0;
+	srq = ibv_create_srq_ex(self->ctx, &sx);
+	ANSWER("create_srq_ex (XRC)", made(srq));
+	if (srq)
+		EXPECT_EQ(0, ibv_destroy_srq(srq));
+	errno = 0;
+	mr = ibv_reg_dmabuf_mr(self->pd, 0, PAGE, 0, -1, IBV_ACCESS_LOCAL_WRITE);
+	ANSWER("reg_dmabuf_mr (fd -1)", made(mr));
+	if (mr)
+		EXPECT_EQ(0, ibv_dereg_mr(mr));
+	ANSWER("advise_mr", ibv_advise_mr(self->pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &sge, 1));
+	ANSWER("modify_cq", ibv_modify_cq(self->cq, &ma));
+	ANSWER("query_rt_values_ex", ibv_query_rt_values_ex(self->ctx, &vx));
+	ANSWER("query_ece", ibv_query_ece(self->a, &ece));
+	ANSWER("set_ece", ibv_set_ece(self->a, &ece));
+	r = ibv_attach_mcast(self->a, &mgid, 0);
+	ANSWER("attach_mcast", r);
+	if (!r)
+		EXPECT_EQ(0, ibv_detach_mcast(self->a, &mgid, 0));
+	r = ibv_query_qp_data_in_order(self->a, IBV_WR_SEND, 0);
+	printf("# %-22s %d\n", "query_qp_data_in_order", r);
+	answered++;
+	errno = 0;
+	ANSWER("import_pd (bad handle)", made(ibv_import_pd(self->ctx, 0xffffff)));
+	OUTCOME("answered=%d bad=%d", answered, bad);
+	EXPECT_EQ(0, bad);
+	/* The device still works. */
+	ASSERT_EQ(0, post_recv(self->b, self->dst, 64, self->dst_mr->lkey, 1));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_SEND, self->src, 64, self->src_mr->lkey, 0, 0,
+			       0, IBV_SEND_SIGNALED, 2));
+	ASSERT_EQ(2, poll_n(self->cq, wc, 2));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc[0].status);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc[1].status);
+	EXPECT_EQ(0, memcmp(self->dst, self->src, 64));
+}
+
 /*
  * ibv_resize_cq(): a CQ grows with its completions kept in order, cannot
  * shrink below the completions it holds (EINVAL), and shrinks above them.
