@@ -94,7 +94,22 @@ impl Cq {
 
     /// Gives the CQ room for `entries` completions, keeping those it
     /// holds in order; `EINVAL` if they would not fit (as rxe).
+    ///
+    /// A smaller size keeps the ring as it is: a CQ's size is a minimum,
+    /// and completions of requests already posted may still be on their
+    /// way (the QPs execute them from work items), which a smaller ring
+    /// would then lose.
     pub(crate) fn resize(&self, entries: u32) -> Result {
+        {
+            let st = self.state.lock();
+            if entries as usize <= st.entries.capacity() {
+                return if st.entries.len() > entries as usize {
+                    Err(EINVAL)
+                } else {
+                    Ok(())
+                };
+            }
+        }
         // Allocated before the lock, freed after it (vmalloc'ed rings).
         let mut ring = WorkQueue::new(entries as usize)?;
         let mut st = self.state.lock();
