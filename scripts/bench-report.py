@@ -333,16 +333,18 @@ def report_wire(rows):
     wire = select(rows, kind="wire")
     if not wire:
         return
-    pairs = ("plx-rxe", "rxe-plx", "plx-plx", "rxe-rxe")
+    # rxe-plxcpu: rxe-plx again, plx_rdma writing every received payload
+    # by the CPU (the engine's placement priced on this platform).
+    pairs = ("plx-rxe", "rxe-plx", "plx-plx", "rxe-rxe", "rxe-plxcpu")
     tests = (("ib_write_bw", 65536), ("ib_write_bw", 1048576), ("ib_send_lat", 64))
     print("\nRoCEv2 across veth pairs (median; client-server: the client writes and"
           " sends): ib_write_bw MiB/s, ib_send_lat usec")
-    print(f"{'test':>12} {'size':>8} " + " ".join(f"{p:>9}" for p in pairs)
+    print(f"{'test':>12} {'size':>8} " + " ".join(f"{p:>10}" for p in pairs)
           + f" {'plx-plx/rxe-rxe':>16}")
     for tool, size in tests:
         m = {p: med(r["value"] for r in wire if r["pair"] == p and r["tool"] == tool
                     and r["size"] == size) for p in pairs}
-        print(f"{tool:>12} {size:>8} " + " ".join(f"{m[p]:>9.2f}" for p in pairs)
+        print(f"{tool:>12} {size:>8} " + " ".join(f"{m[p]:>10.2f}" for p in pairs)
               + f" {ratio(m['plx-plx'], m['rxe-rxe']):>16.2f}")
 
 

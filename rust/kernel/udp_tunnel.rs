@@ -20,13 +20,13 @@
 //! `rust/helpers/udp_tunnel.c`. All `unsafe` code of the UDP tunnel
 //! support is in this file.
 
-use core::ptr::NonNull;
+use core::{cell::Cell, ptr::NonNull};
 use kernel::{
     device::Device,
     dma::DmaAddress,
     ffi::{c_int, c_void},
     prelude::*,
-    sync::{Arc, ArcBorrow},
+    sync::{aref::ARef, Arc, ArcBorrow},
 };
 
 mod ffi {
@@ -90,7 +90,14 @@ pub struct Skb(NonNull<c_void>);
 unsafe impl Send for Skb {}
 
 /// A received datagram made linear: its bytes stay where they are.
-pub struct LinearSkb(Skb);
+///
+/// It may be shared (an `Arc`) with the copies of its bytes still in
+/// flight; whoever lets it go last frees it, as delivered once
+/// [`Self::mark_delivered`] was called.
+pub struct LinearSkb {
+    raw: NonNull<c_void>,
+    delivered: Cell<bool>,
+}
 
 impl Skb {
     /// Copies the bytes at `offset` from the start of the UDP header into
@@ -115,7 +122,12 @@ impl Skb {
         if p.is_null() {
             return Err(self);
         }
-        Ok(LinearSkb(self))
+        let raw = self.0;
+        core::mem::forget(self);
+        Ok(LinearSkb {
+            raw,
+            delivered: Cell::new(false),
+        })
     }
 }
 
@@ -125,7 +137,7 @@ impl LinearSkb {
         let mut len = 0u32;
         // SAFETY: The skb is linear already (the helper does not move its
         // bytes again) and owned by `self`.
-        let p = unsafe { ffi::rust_skb_network_bytes(self.0 .0.as_ptr(), &mut len) };
+        let p = unsafe { ffi::rust_skb_network_bytes(self.raw.as_ptr(), &mut len) };
         if p.is_null() {
             return &[];
         }
@@ -134,54 +146,67 @@ impl LinearSkb {
         unsafe { core::slice::from_raw_parts(p, len as usize) }
     }
 
-    /// Maps `part`, bytes of [`Self::network_bytes`], for `dev` to read;
-    /// `EINVAL` if it is not such bytes, `ENOMEM` if the mapping fails.
-    pub fn map_for_device<'a>(&'a self, dev: &'a Device, part: &[u8]) -> Result<SkbDma<'a>> {
-        let all = self.network_bytes().as_ptr_range();
+    /// Maps `part`, bytes of `skb`'s [`Self::network_bytes`], for `dev` to
+    /// read; `EINVAL` if it is not such bytes, `ENOMEM` if the mapping
+    /// fails. The mapping holds the datagram and the device, so it may
+    /// outlive the caller's references (a copy still in flight).
+    pub fn map_for_device(skb: &Arc<Self>, dev: &Device, part: &[u8]) -> Result<SkbDma> {
+        let all = skb.network_bytes().as_ptr_range();
         let want = part.as_ptr_range();
         if part.is_empty() || want.start < all.start || want.end > all.end {
             return Err(EINVAL);
         }
         let len = u32::try_from(part.len()).map_err(|_| EINVAL)?;
         let mut addr: DmaAddress = 0;
-        // `Device` is `repr(transparent)` over `struct device`.
-        let dev_raw = core::ptr::from_ref(dev).cast_mut().cast::<c_void>();
         // SAFETY: `part` lies in the skb's linear data, checked above, which
-        // stays put while the returned mapping borrows `self`; `dev` is a
-        // live device.
+        // stays put while the returned mapping holds the skb; `dev` is a
+        // live device (`Device` is `repr(transparent)` over `struct
+        // device`).
         let ret = unsafe {
-            ffi::rust_skb_dma_map(dev_raw, self.0 .0.as_ptr(), part.as_ptr(), len, &mut addr)
+            ffi::rust_skb_dma_map(
+                raw_device(dev),
+                skb.raw.as_ptr(),
+                part.as_ptr(),
+                len,
+                &mut addr,
+            )
         };
         if ret != 0 {
             return Err(Error::from_errno(ret));
         }
         Ok(SkbDma {
-            dev,
+            dev: dev.into(),
             addr,
             len,
-            _skb: self,
+            _skb: skb.clone(),
         })
     }
 
-    /// Frees the datagram as delivered (not counted as a drop).
-    pub fn consume(self) {
-        self.0.consume();
+    /// Frees the datagram as delivered (not counted as a drop) when it
+    /// goes.
+    pub fn mark_delivered(&self) {
+        self.delivered.set(true);
     }
 }
 
 /// Bytes of a received datagram mapped for a device to read; unmapped when
-/// dropped.
-pub struct SkbDma<'a> {
-    dev: &'a Device,
+/// dropped. It holds the datagram and the device while it lives.
+pub struct SkbDma {
+    dev: ARef<Device>,
     addr: DmaAddress,
     len: u32,
-    _skb: &'a LinearSkb,
+    _skb: Arc<LinearSkb>,
 }
 
-impl SkbDma<'_> {
+/// The `struct device` of `dev`, as the helpers take it.
+fn raw_device(dev: &Device) -> *mut c_void {
+    core::ptr::from_ref(dev).cast_mut().cast::<c_void>()
+}
+
+impl SkbDma {
     /// The device the bytes are mapped for.
     pub fn device(&self) -> &Device {
-        self.dev
+        &self.dev
     }
 
     /// The bus address of the bytes.
@@ -200,27 +225,18 @@ impl SkbDma<'_> {
     }
 }
 
-impl Drop for SkbDma<'_> {
+impl Drop for SkbDma {
     fn drop(&mut self) {
         // SAFETY: The mapping was made by `map_for_device` for this device
         // with this length, and is unmapped once.
-        unsafe {
-            ffi::rust_skb_dma_unmap(
-                core::ptr::from_ref(self.dev).cast_mut().cast::<c_void>(),
-                self.addr,
-                self.len,
-            )
-        };
+        unsafe { ffi::rust_skb_dma_unmap(raw_device(&self.dev), self.addr, self.len) };
     }
 }
 
-impl Skb {
-    /// Frees the datagram as delivered (not counted as a drop).
-    pub fn consume(self) {
-        let p = self.0.as_ptr();
-        core::mem::forget(self);
-        // SAFETY: The skb was owned by `self`, which is gone.
-        unsafe { ffi::rust_skb_free(p, true) };
+impl Drop for LinearSkb {
+    fn drop(&mut self) {
+        // SAFETY: `self` owns the skb.
+        unsafe { ffi::rust_skb_free(self.raw.as_ptr(), self.delivered.get()) };
     }
 }
 

@@ -15,7 +15,6 @@ use crate::{
         TxResult,
     },
     stats::Stats,
-    udp_tunnel::SkbDma,
     user_pages::{Chunks, Segment, SegmentCursor, UserDma},
 };
 use kernel::{
@@ -61,14 +60,17 @@ struct Batch {
 struct BatchState {
     left: u32,
     failed: bool,
+    /// Bit `i`: a descriptor of copy `i` (its tag) failed.
+    failed_tags: u64,
 }
 
 impl CopySink for Batch {
-    fn descriptor_done(this: ArcBorrow<'_, Self>, _tag: usize, result: TxResult, residue: u32) {
+    fn descriptor_done(this: ArcBorrow<'_, Self>, tag: usize, result: TxResult, residue: u32) {
         this.progress.fetch_add(1, Relaxed);
         let mut st = this.state.lock();
         if result != TxResult::NoError || residue != 0 {
             st.failed = true;
+            st.failed_tags |= 1u64.checked_shl(tag as u32).unwrap_or(0);
         }
         st.left = st.left.saturating_sub(1);
         if st.left == 0 {
@@ -93,15 +95,31 @@ pub(crate) struct Mover {
     progress: Arc<Atomic<u64>>,
     /// The base of a copy's timeout, in milliseconds.
     timeout_base_ms: u32,
+    /// Received payloads from this many bytes on are the engine's.
+    payload_engine_min: u32,
 }
 
 impl Mover {
-    pub(crate) fn new(chan: Option<MemcpyChannel>, timeout_base_ms: u32) -> Result<Self> {
+    pub(crate) fn new(
+        chan: Option<MemcpyChannel>,
+        timeout_base_ms: u32,
+        payload_engine_min: u32,
+    ) -> Result<Self> {
         Ok(Self {
             chan,
             progress: Arc::new(Atomic::new(0), GFP_KERNEL)?,
             timeout_base_ms,
+            payload_engine_min,
         })
+    }
+
+    /// The device to map a received payload of `len` bytes for, if the
+    /// engine places it: with a channel, from `wire_engine_min` bytes on.
+    /// Below that a descriptor's round trip (and, behind an IOMMU, the
+    /// payload's mapping) costs more than the CPU's copy.
+    pub(crate) fn payload_device(&self, len: usize) -> Option<&Device> {
+        self.device()
+            .filter(|_| u32::try_from(len).is_ok_and(|n| n >= self.payload_engine_min))
     }
 
     /// The device regions are mapped for, if the engine moves the data.
@@ -141,46 +159,127 @@ impl Mover {
         unsafe { self.engine_copy(stats, dst.segments(), dst_off, src.segments(), src_off, len) }
     }
 
-    /// Copies received bytes, mapped for the channel's device, to offset
-    /// `dst_off` of `dst` with the engine, and waits for them.
-    /// `Err(Failed)` without a channel or for a mapping of another device.
-    /// If the channel cannot be stopped (`Stuck`), the mapping is kept for
-    /// good.
-    pub(crate) fn copy_from_skb(
+    /// Copies a burst of `n` spans ([`Span`]) with the engine, and waits
+    /// for them: every descriptor handed over, an interrupt asked for
+    /// every [`IRQ_EVERY`] copies and at the last, the channel started
+    /// once. Returns the copies that failed, bit `i` for span `i` (`n` is
+    /// at most 64). If the channel cannot be stopped (`Stuck`), every
+    /// span's memory must stay mapped for good.
+    ///
+    /// # Safety
+    ///
+    /// Every span's lists are bus addresses of the channel's device,
+    /// mapped (`dst` writable) until this returns, and for good if it
+    /// returns `CopyError::Stuck`; its ranges lie in them.
+    pub(crate) unsafe fn copy_burst<'a>(
         &self,
         stats: &Stats,
-        dst: &UserDma,
-        dst_off: u64,
-        src: SkbDma<'_>,
-    ) -> core::result::Result<(), CopyError> {
+        n: usize,
+        span: impl Fn(usize) -> Span<'a>,
+    ) -> core::result::Result<u64, CopyError> {
         let Some(chan) = &self.chan else {
             return Err(CopyError::Failed);
         };
-        let len = src.len();
-        if !core::ptr::eq(src.device(), chan.device())
-            || dst_off
-                .checked_add(u64::from(len))
-                .is_none_or(|e| e > dst.len() as u64)
-        {
+        if n == 0 || n > 64 {
             return Err(CopyError::Failed);
         }
-        let segs = [Segment {
-            addr: src.addr(),
-            len,
-        }];
-        // SAFETY: `dst` is a region mapped for `chan`'s device (at
-        // registration), held by the caller, the range checked above;
-        // `src` is mapped for the same device while it lives, and is kept
-        // for good below when the copy may still run.
-        let copied =
-            unsafe { self.engine_copy(stats, dst.segments(), dst_off, &segs, 0, u64::from(len)) };
-        if copied == Err(CopyError::Stuck) {
-            core::mem::forget(src);
+        let chunks = |s: &Span<'a>| {
+            Chunks::new(
+                SegmentCursor::new(s.dst, s.dst_off),
+                SegmentCursor::new(s.src, s.src_off),
+                s.len,
+                chan.max_segment(),
+            )
+        };
+        // A span its lists do not cover fails alone, before anything runs.
+        let mut failed = 0u64;
+        let mut count = 0u32;
+        let mut total = 0u64;
+        for i in 0..n {
+            let s = span(i);
+            let (k, covered) =
+                chunks(&s).fold((0u32, 0u64), |(k, b), c| (k + 1, b + u64::from(c.len)));
+            if covered == s.len && s.len > 0 {
+                count += k;
+                total += s.len;
+            } else {
+                failed |= 1 << i;
+            }
         }
-        copied
+        if count == 0 {
+            return Ok(failed);
+        }
+        let batch = Arc::pin_init(
+            pin_init!(Batch {
+                state <- new_spinlock_irq!(BatchState { left: count, failed: false, failed_tags: failed }),
+                done <- new_condvar!(),
+                progress: self.progress.clone(),
+            }),
+            GFP_KERNEL,
+        )
+        .map_err(|_| CopyError::Failed)?;
+        let timeout_ms = copy_timeout_ms(self.timeout_base_ms, total);
+        let start = Instant::<Monotonic>::now();
+        let mut sent = 0u32;
+        let last_span = (0..n).rev().find(|i| failed & (1 << i) == 0);
+        'spans: for i in (0..n).filter(|i| failed & (1 << i) == 0) {
+            let s = span(i);
+            let k = chunks(&s).count();
+            for (j, c) in chunks(&s).enumerate() {
+                // The engine ends descriptors in order: an interrupt for a
+                // copy's last descriptor now and then reports all before
+                // it, and one at the end reports the burst.
+                let interrupt =
+                    j + 1 == k && (Some(i) == last_span || i % IRQ_EVERY == IRQ_EVERY - 1);
+                loop {
+                    // SAFETY: The chunk lies in the span's lists, mapped
+                    // for `chan`'s device until the copy ended (this
+                    // function waits for it), or for good if the channel
+                    // cannot be stopped, as this function requires.
+                    let submitted =
+                        unsafe { chan.submit(c.dst, c.src, c.len as usize, interrupt, &batch, i) };
+                    match submitted {
+                        Ok(_) => break,
+                        // The ring is full (of every QP's descriptors):
+                        // start what is queued and wait for room, within
+                        // the burst's time, instead of failing it.
+                        Err(e)
+                            if e == ENOSPC
+                                && start.elapsed().as_millis() < i64::from(timeout_ms) =>
+                        {
+                            chan.issue_pending();
+                            fsleep(Delta::from_micros(200));
+                        }
+                        Err(_) => break 'spans,
+                    }
+                }
+                sent += 1;
+            }
+        }
+        if sent < count {
+            // What was queued runs; the rest never will. Which copies
+            // those were is unknown: all fail.
+            let mut st = batch.state.lock();
+            st.failed = true;
+            st.failed_tags = u64::MAX;
+            st.left = st.left.saturating_sub(count - sent);
+        }
+        chan.issue_pending();
+        match self.wait(stats, &batch, total, timeout_ms) {
+            Ok(()) | Err(CopyError::Failed) => {}
+            Err(CopyError::Stuck) => return Err(CopyError::Stuck),
+        }
+        let mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let failed = batch.state.lock().failed_tags & mask;
+        for i in (0..n).filter(|i| failed & (1 << i) == 0) {
+            Stats::add(&stats.engine_copies, 1);
+            Stats::add(&stats.engine_bytes, span(i).len);
+        }
+        Ok(failed)
     }
 
-    /// The engine's copy of `len` bytes between two segment lists.
+    /// The engine's copy of `len` bytes between two segment lists, waited
+    /// for.
     ///
     /// # Safety
     ///
@@ -196,71 +295,37 @@ impl Mover {
         src_off: u64,
         len: u64,
     ) -> core::result::Result<(), CopyError> {
-        let Some(chan) = &self.chan else {
-            return Err(CopyError::Failed);
-        };
         if len == 0 {
             return Ok(());
         }
-        let chunks = || {
-            Chunks::new(
-                SegmentCursor::new(dst_segs, dst_off),
-                SegmentCursor::new(src_segs, src_off),
-                len,
-                chan.max_segment(),
-            )
+        let span = |_| Span {
+            dst: dst_segs,
+            dst_off,
+            src: src_segs,
+            src_off,
+            len,
         };
-        let (count, covered) =
-            chunks().fold((0u32, 0u64), |(n, b), c| (n + 1, b + u64::from(c.len)));
-        if covered != len {
+        // SAFETY: As this function requires.
+        match unsafe { self.copy_burst(stats, 1, span)? } {
+            0 => Ok(()),
+            _ => Err(CopyError::Failed),
+        }
+    }
+
+    /// Waits until every descriptor of `batch` (copies of `len` bytes in
+    /// all) ended. A burst that outlasts its timeout is waited for as long
+    /// as the channel ends descriptors; the channel is stopped only when
+    /// it ended none during a whole timeout.
+    fn wait(
+        &self,
+        stats: &Stats,
+        batch: &Batch,
+        len: u64,
+        timeout_ms: u32,
+    ) -> core::result::Result<(), CopyError> {
+        let Some(chan) = &self.chan else {
             return Err(CopyError::Failed);
-        }
-        let batch = Arc::pin_init(
-            pin_init!(Batch {
-                state <- new_spinlock_irq!(BatchState { left: count, failed: false }),
-                done <- new_condvar!(),
-                progress: self.progress.clone(),
-            }),
-            GFP_KERNEL,
-        )
-        .map_err(|_| CopyError::Failed)?;
-        let timeout_ms = copy_timeout_ms(self.timeout_base_ms, len);
-        let start = Instant::<Monotonic>::now();
-        let mut sent = 0u32;
-        'submit: for (i, c) in chunks().enumerate() {
-            let last = i + 1 == count as usize;
-            loop {
-                // SAFETY: The chunk lies in `dst_segs` and `src_segs`,
-                // mapped for `chan`'s device as this function requires;
-                // it returns only once every chunk ended or the channel
-                // stopped, and when it cannot be stopped
-                // (`CopyError::Stuck`) the caller keeps them mapped for
-                // good.
-                let submitted =
-                    unsafe { chan.submit(c.dst, c.src, c.len as usize, last, &batch, 0) };
-                match submitted {
-                    Ok(_) => break,
-                    // The ring is full (of every QP's descriptors): start
-                    // what is queued and wait for room, within the copy's
-                    // time, instead of failing the request.
-                    Err(e)
-                        if e == ENOSPC && start.elapsed().as_millis() < i64::from(timeout_ms) =>
-                    {
-                        chan.issue_pending();
-                        fsleep(Delta::from_micros(200));
-                    }
-                    Err(_) => break 'submit,
-                }
-            }
-            sent += 1;
-        }
-        if sent < count {
-            // What was queued runs; the rest never will.
-            let mut st = batch.state.lock();
-            st.failed = true;
-            st.left = st.left.saturating_sub(count - sent);
-        }
-        chan.issue_pending();
+        };
         let mut left = msecs_to_jiffies(timeout_ms);
         let mut seen = self.progress.load(Relaxed);
         let mut slow = false;
@@ -297,6 +362,8 @@ impl Mover {
                 timeout_ms
             );
             Stats::add(&stats.channel_stops, 1);
+            // Which copies ended is unknown: all fail.
+            batch.state.lock().failed_tags = u64::MAX;
             return Err(match chan.terminate() {
                 Ok(()) => CopyError::Failed,
                 Err(_) => CopyError::Stuck,
@@ -305,10 +372,21 @@ impl Mover {
         if failed {
             return Err(CopyError::Failed);
         }
-        Stats::add(&stats.engine_copies, 1);
-        Stats::add(&stats.engine_bytes, len);
         Ok(())
     }
+}
+
+/// Copies of a burst between which the engine is asked for an interrupt.
+const IRQ_EVERY: usize = 16;
+
+/// One copy of a burst: `len` bytes from byte `src_off` of the segment
+/// list `src` to byte `dst_off` of `dst`.
+pub(crate) struct Span<'a> {
+    pub(crate) dst: &'a [Segment],
+    pub(crate) dst_off: u64,
+    pub(crate) src: &'a [Segment],
+    pub(crate) src_off: u64,
+    pub(crate) len: u64,
 }
 
 fn to_usize(v: u64) -> core::result::Result<usize, CopyError> {

@@ -78,6 +78,17 @@ impl Drop for MrUse {
     }
 }
 
+impl Clone for MrUse {
+    /// One more hold on the region, for a copy that outlives the first
+    /// holder's use of it.
+    fn clone(&self) -> Self {
+        // The caller's hold keeps the count above `DYING`'s waiting point,
+        // so the deregistration cannot pass between these two steps.
+        self.0.busy.fetch_add(1, Relaxed);
+        Self(self.0.clone())
+    }
+}
+
 impl MrUse {
     /// Keeps the region's pages pinned for good: the engine may still
     /// write them (a channel that could not be stopped).

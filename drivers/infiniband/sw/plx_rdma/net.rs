@@ -22,11 +22,12 @@
 //! reason ([`WireStats`]).
 
 use crate::{
+    landing::{Incoming, Landing},
     module_queue::{self, QueueKind},
     rc,
     rdma::types::qp_type,
     ud,
-    udp_tunnel::{LinearSkb, Receiver, Skb, UdpTunnel},
+    udp_tunnel::{Receiver, Skb, UdpTunnel},
     wire::{
         bth::Bth,
         icrc::{crc32_le, Icrc, ICRC_LEN},
@@ -520,21 +521,26 @@ impl Rx {
         }
     }
 
-    /// The next datagram to process; `None` (and idle) when none is left.
-    fn next(&self) -> Option<Skb> {
+    /// The next datagram to process; `None` when none is left, and then
+    /// idle if `idle`.
+    fn next(&self, idle: bool) -> Option<Skb> {
         let mut q = self.q.lock();
         if !q.dead {
             if let Some(skb) = q.answers.pop().or_else(|| q.requests.pop()) {
                 return Some(skb);
             }
         }
+        if !idle {
+            return None;
+        }
         q.running = false;
         self.idle.notify_all();
         None
     }
 
-    /// Takes one datagram apart and hands it to its QP.
-    fn process(&self, skb: Skb) {
+    /// Takes one datagram apart and hands it to its QP; the engine's
+    /// copies of its payload join `landing`.
+    fn process(&self, skb: Skb, landing: &Landing) {
         let full = self.queue_full.xchg(0, Relaxed);
         if full > 0 {
             self.each_device(|d| {
@@ -545,15 +551,21 @@ impl Rx {
             self.each_device(|d| WireStats::inc(&d.wire_stats.rx_drop_bad_ip_udp));
             return;
         };
-        if self.take(&skb) {
-            skb.consume();
+        let Ok(skb) = Arc::new(skb, GFP_KERNEL) else {
+            self.each_device(|d| WireStats::inc(&d.wire_stats.rx_drop_bad_ip_udp));
+            return;
+        };
+        let rx = Incoming { skb: &skb, landing };
+        if self.take(&rx) {
+            // Freed when the last copy of its bytes ends.
+            skb.mark_delivered();
         }
     }
 
     /// Whether the QP the datagram is for took it. What is dropped before
     /// its device is known counts on every device of the port.
-    fn take(&self, skb: &LinearSkb) -> bool {
-        let bytes = skb.network_bytes();
+    fn take(&self, rx: &Incoming<'_>) -> bool {
+        let bytes = rx.skb.network_bytes();
         let Ok(dg) = Datagram::parse(bytes) else {
             self.each_device(|d| WireStats::inc(&d.wire_stats.rx_drop_bad_ip_udp));
             return false;
@@ -566,7 +578,7 @@ impl Rx {
             self.each_device(|d| WireStats::inc(&d.wire_stats.rx_drop_no_device));
             return false;
         };
-        let taken = Self::deliver(&dev, &dg, ip.src, skb);
+        let taken = Self::deliver(&dev, &dg, ip.src, rx);
         if taken {
             WireStats::inc(&dev.wire_stats.rx_packets);
         }
@@ -574,7 +586,7 @@ impl Rx {
     }
 
     /// Hands a datagram for `dev` to its QP; whether it was taken.
-    fn deliver(dev: &Arc<Device>, dg: &Datagram<'_>, src: [u8; 4], skb: &LinearSkb) -> bool {
+    fn deliver(dev: &Arc<Device>, dg: &Datagram<'_>, src: [u8; 4], rx: &Incoming<'_>) -> bool {
         let stats = &dev.wire_stats;
         let Ok(pkt) = Packet::parse(dg.payload) else {
             WireStats::inc(&stats.rx_drop_bad_header);
@@ -619,11 +631,11 @@ impl Rx {
             return false;
         }
         if uc {
-            rc::on_uc_request(&qp, &path, &pkt, skb)
+            rc::on_uc_request(&qp, &path, &pkt, rx)
         } else if pkt.info.is_request() {
-            rc::on_request(&qp, &port, &path, &pkt, skb)
+            rc::on_request(&qp, &port, &path, &pkt, rx)
         } else {
-            rc::on_response(&qp, &pkt, skb)
+            rc::on_response(&qp, &pkt, rx)
         }
     }
 }
@@ -632,8 +644,20 @@ impl WorkItem for Rx {
     type Pointer = Arc<Rx>;
 
     fn run(this: Arc<Rx>) {
-        while let Some(skb) = this.next() {
-            this.process(skb);
+        let landing = Landing::new();
+        loop {
+            // Every copy ends before the work item may go idle.
+            let skb = match this.next(false) {
+                Some(skb) => skb,
+                None => {
+                    landing.settle_all();
+                    match this.next(true) {
+                        Some(skb) => skb,
+                        None => break,
+                    }
+                }
+            };
+            this.process(skb, &landing);
         }
     }
 }

@@ -43,6 +43,7 @@ mod user_pages;
 mod atomic;
 mod cq;
 mod exec;
+mod landing;
 mod links;
 mod mover;
 mod mr;
@@ -108,6 +109,10 @@ module! {
         copy_timeout_ms: u32 {
             default: 10000,
             description: "Base of an engine copy's timeout (plus 1 ms per 64 KiB); past it the channel is stopped only if it ended no descriptor meanwhile",
+        },
+        wire_engine_min: u32 {
+            default: 256,
+            description: "Received RoCEv2 payloads from this many bytes on are placed by the engine, shorter ones by the CPU (make bench measures both)",
         },
     },
 }
@@ -538,7 +543,11 @@ pub(crate) fn new_device(
         None
     };
     let dev = Device::new(
-        Mover::new(chan, module_parameters::copy_timeout_ms.value().max(1))?,
+        Mover::new(
+            chan,
+            module_parameters::copy_timeout_ms.value().max(1),
+            module_parameters::wire_engine_min.value(),
+        )?,
         ifindex,
         module_parameters::wire_local.value(),
         hub.clone(),

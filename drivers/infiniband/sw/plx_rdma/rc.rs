@@ -40,20 +40,22 @@
 //!
 //! # Who moves the payload
 //!
-//! A received payload of [`ENGINE_MIN`] bytes or more is placed by the DMA
-//! engine (when the device has a channel): the part of the skb that holds
-//! it is mapped for the engine's device (an IOVA behind the IOMMU) and
-//! copied into the region, already mapped at registration, after every
-//! check of the packet, ICRC included; the receive completes and the ACK
-//! goes out only once the copy is done. Shorter payloads, and all of them
-//! without a channel, are written by the CPU. `rx_payload_engine_bytes`
-//! and `rx_payload_cpu_bytes` count each. Sent payloads are read from the
+//! A received payload of `wire_engine_min` bytes or more (a module
+//! parameter, 256 by default) is placed by the DMA engine when the device
+//! has a channel: the part of the skb that holds it is mapped for the
+//! engine's device (an IOVA behind the IOMMU) after every check of the
+//! packet, ICRC included, and its copy into the region (mapped at
+//! registration) joins the burst of the packets before it
+//! ([`crate::landing`]). The receive completes and the ACK goes out only
+//! once the burst is copied. Shorter payloads, and all of them without a
+//! channel, are written by the CPU. `rx_payload_engine_bytes` and
+//! `rx_payload_cpu_bytes` count each. Sent payloads are read from the
 //! regions by the CPU while each packet is built.
 
 use crate::{
     atomic::{self, AtomicOp, ATOMIC_LEN},
     exec::{place_inline, resolve, resolve_recv, rnr_delay_us, Outcome, Piece},
-    mover::CopyError,
+    landing::Incoming,
     net::{Path, Port, WireStats},
     qp::{Qp, QpState, RecvWqe, SendWqe, MAX_SGE},
     rdma::types::{
@@ -182,6 +184,9 @@ pub(crate) struct RcState {
     atomics: AtomicReplies,
     /// UC: a message is being dropped, up to the next first packet.
     uc_dropping: bool,
+    /// An engine copy of a received payload failed after the packet was
+    /// taken (see [`crate::landing`]).
+    pub(crate) landing_failed: bool,
 }
 
 impl RcState {
@@ -197,6 +202,7 @@ impl RcState {
             write: None,
             atomics: AtomicReplies::new(),
             uc_dropping: false,
+            landing_failed: false,
         }
     }
 
@@ -261,42 +267,45 @@ pub(crate) fn gather(src: &[Piece], off: u64, out: &mut [u8]) -> Result {
     })
 }
 
-/// Payloads from this many bytes on are placed by the engine (when the
-/// device has a channel); shorter ones by the CPU, for which a descriptor
-/// round trip costs more than the copy.
-const ENGINE_MIN: usize = 256;
-
-/// Places `bytes`, the payload of the received `skb`, into the list `dst`
-/// from byte `off` on: by the engine straight from the skb, or by the CPU.
-/// A channel that cannot be stopped keeps the regions pinned for good.
-fn place(qp: &Qp, skb: &LinearSkb, dst: &[Piece], off: u64, bytes: &[u8]) -> Result {
+/// Places `bytes`, the payload of the received datagram, into the list
+/// `dst` from byte `off` on: by the engine straight from the skb, or by
+/// the CPU. The engine's copies are only started; with `settle`, every
+/// copy in flight is waited for before this returns, and an error of
+/// `qp`'s is returned (see [`crate::landing`]).
+fn place(
+    qp: &Arc<Qp>,
+    rx: &Incoming<'_>,
+    dst: &[Piece],
+    off: u64,
+    bytes: &[u8],
+    settle: bool,
+) -> Result {
     let dev = &qp.dev;
-    let stats = &dev.wire_stats;
-    let engine = dev.mover.device().filter(|_| bytes.len() >= ENGINE_MIN);
+    let engine = dev.mover.payload_device(bytes.len());
+    if engine.is_none() {
+        // Not before the copies of the packets ahead of it.
+        rx.landing.settle(qp)?;
+    }
     walk(dst, off, bytes.len(), |p, at, range| {
         let part = &bytes[range];
-        let n = part.len() as u64;
         match engine {
             Some(d) => {
-                let mapped = skb.map_for_device(d, part)?;
-                match dev.mover.copy_from_skb(&dev.stats, &p.mr.mem, at, mapped) {
-                    Ok(()) => {}
-                    Err(CopyError::Stuck) => {
-                        p.mr.leak();
-                        return Err(EIO);
-                    }
-                    Err(CopyError::Failed) => return Err(EIO),
-                }
-                stats.rx_payload_engine_bytes.fetch_add(n, Relaxed);
+                let mapped = LinearSkb::map_for_device(rx.skb, d, part)?;
+                rx.landing.start(qp, p.mr.clone(), at, mapped)
             }
             None => {
                 let at = usize::try_from(at).map_err(|_| EFAULT)?;
                 p.mr.mem.write_at(at, part)?;
-                stats.rx_payload_cpu_bytes.fetch_add(n, Relaxed);
+                let n = part.len() as u64;
+                dev.wire_stats.rx_payload_cpu_bytes.fetch_add(n, Relaxed);
+                Ok(())
             }
         }
-        Ok(())
-    })
+    })?;
+    if settle && engine.is_some() {
+        rx.landing.settle(qp)?;
+    }
+    Ok(())
 }
 
 /// The opcode of packet `i` of `n` of a request of work request opcode
@@ -634,10 +643,10 @@ fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
 
 /// An acknowledge or a READ response for `qp`: handed to its waiting
 /// requester. Returns whether the packet was taken.
-pub(crate) fn on_response(qp: &Qp, pkt: &Packet<'_>, skb: &LinearSkb) -> bool {
+pub(crate) fn on_response(qp: &Arc<Qp>, pkt: &Packet<'_>, rx: &Incoming<'_>) -> bool {
     let stats = &qp.dev.wire_stats;
     if pkt.info.operation == Operation::RdmaReadResponse {
-        return on_read_response(qp, pkt, skb);
+        return on_read_response(qp, pkt, rx);
     }
     if pkt.info.operation == Operation::AtomicAcknowledge {
         return on_atomic_ack(qp, pkt);
@@ -690,7 +699,7 @@ pub(crate) fn on_response(qp: &Qp, pkt: &Packet<'_>, skb: &LinearSkb) -> bool {
 /// An RDMA READ response: placed into the outstanding READ's local list
 /// if it is the next one expected, else ignored (a resent READ request
 /// brings the rest again).
-fn on_read_response(qp: &Qp, pkt: &Packet<'_>, skb: &LinearSkb) -> bool {
+fn on_read_response(qp: &Arc<Qp>, pkt: &Packet<'_>, rx: &Incoming<'_>) -> bool {
     let stats = &qp.dev.wire_stats;
     let psn = pkt.bth.psn;
     let expected = {
@@ -714,7 +723,7 @@ fn on_read_response(qp: &Qp, pkt: &Packet<'_>, skb: &LinearSkb) -> bool {
     let placed = fits
         && resolve(qp, &sges[..num_sge], access::LOCAL_WRITE)
             .map_err(|()| EFAULT)
-            .and_then(|dst| place(qp, skb, &dst, off, payload))
+            .and_then(|dst| place(qp, rx, &dst, off, payload, pkt.info.ends_message()))
             .is_ok();
     let mut st = qp.state.lock();
     let Some(p) = st
@@ -934,6 +943,37 @@ fn read_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_>, duplic
     true
 }
 
+/// Waits until every payload placed before this packet landed (see
+/// [`crate::landing`]); if one of `qp`'s did not, the requester gets a
+/// remote operational error NAK of `psn`, the QP goes to ERR, and this
+/// returns `false`.
+fn landed(qp: &Arc<Qp>, rx: &Incoming<'_>, port: &Port, path: &Path, psn: Psn) -> bool {
+    if rx.landing.settle(qp).is_ok() {
+        return true;
+    }
+    let msn = qp.state.lock().rc.msn;
+    let nak = Syndrome::Nak(NakCode::RemoteOperationalError);
+    send_ack(qp, port, path, psn, nak, msn);
+    qp.enter_error();
+    false
+}
+
+/// Sends an acknowledge of `psn` with `syndrome` once every payload
+/// placed before it landed ([`landed`]).
+fn send_ack_landed(
+    qp: &Arc<Qp>,
+    rx: &Incoming<'_>,
+    port: &Port,
+    path: &Path,
+    psn: Psn,
+    syndrome: Syndrome,
+    msn: u32,
+) {
+    if landed(qp, rx, port, path, psn) {
+        send_ack(qp, port, path, psn, syndrome, msn);
+    }
+}
+
 /// Sends an acknowledge of `psn` with `syndrome`.
 fn send_ack(qp: &Qp, port: &Port, path: &Path, psn: Psn, syndrome: Syndrome, msn: u32) {
     send_acknowledge(qp, port, path, psn, syndrome, msn, None);
@@ -998,7 +1038,7 @@ pub(crate) fn on_request(
     port: &Port,
     path: &Path,
     pkt: &Packet<'_>,
-    skb: &LinearSkb,
+    rx: &Incoming<'_>,
 ) -> bool {
     let stats = &qp.dev.wire_stats;
     let psn = pkt.bth.psn;
@@ -1014,7 +1054,7 @@ pub(crate) fn on_request(
             // A READ whose responses were lost: read again.
             WireStats::inc(&stats.rx_duplicates);
             drop(st);
-            return read_request(qp, port, path, pkt, true);
+            return landed(qp, rx, port, path, psn) && read_request(qp, port, path, pkt, true);
         }
         let atomic = matches!(
             pkt.info.operation,
@@ -1028,7 +1068,9 @@ pub(crate) fn on_request(
             let (found, msn) = (st.rc.atomics.find(psn), st.rc.msn);
             drop(st);
             if let Some(orig) = found {
-                send_atomic_ack(qp, port, path, psn, orig, msn);
+                if landed(qp, rx, port, path, psn) {
+                    send_atomic_ack(qp, port, path, psn, orig, msn);
+                }
             }
             return true;
         }
@@ -1038,7 +1080,7 @@ pub(crate) fn on_request(
             let (last, msn) = (st.rc.epsn.add(Psn::MASK), st.rc.msn);
             drop(st);
             if pkt.bth.ack_req {
-                send_ack(qp, port, path, last, ACK, msn);
+                send_ack_landed(qp, rx, port, path, last, ACK, msn);
             }
             return true;
         }
@@ -1050,17 +1092,17 @@ pub(crate) fn on_request(
             drop(st);
             if first_nak {
                 let nak = Syndrome::Nak(NakCode::PsnSequenceError);
-                send_ack(qp, port, path, epsn, nak, msn);
+                send_ack_landed(qp, rx, port, path, epsn, nak, msn);
             }
             return false;
         }
         if pkt.info.operation == Operation::RdmaReadRequest {
             drop(st);
-            return read_request(qp, port, path, pkt, false);
+            return landed(qp, rx, port, path, psn) && read_request(qp, port, path, pkt, false);
         }
         if atomic {
             drop(st);
-            return atomic_request(qp, port, path, pkt);
+            return landed(qp, rx, port, path, psn) && atomic_request(qp, port, path, pkt);
         }
         let access = st.attr.qp_access_flags;
         let min_rnr = st.attr.min_rnr_timer as u8;
@@ -1077,7 +1119,7 @@ pub(crate) fn on_request(
                             let msn = st.rc.msn;
                             drop(st);
                             let rnr = Syndrome::RnrNak { timer: min_rnr };
-                            send_ack(qp, port, path, psn, rnr, msn);
+                            send_ack_landed(qp, rx, port, path, psn, rnr, msn);
                             return true;
                         }
                     }
@@ -1095,7 +1137,7 @@ pub(crate) fn on_request(
                     let msn = st.rc.msn;
                     drop(st);
                     let rnr = Syndrome::RnrNak { timer: min_rnr };
-                    send_ack(qp, port, path, psn, rnr, msn);
+                    send_ack_landed(qp, rx, port, path, psn, rnr, msn);
                     return true;
                 } else if starts {
                     match pkt.ext.reth {
@@ -1137,15 +1179,15 @@ pub(crate) fn on_request(
                 }
                 let msn = st.rc.msn;
                 drop(st);
-                send_ack(qp, port, path, psn, Syndrome::Nak(code), msn);
+                send_ack_landed(qp, rx, port, path, psn, Syndrome::Nak(code), msn);
                 qp.enter_error();
                 return true;
             }
         }
     };
     let step = match (taken_recv, write) {
-        (Some(recv), _) => place_send(qp, pkt, skb, recv),
-        (None, Some(w)) => place_write(qp, pkt, skb, w),
+        (Some(recv), _) => place_send(qp, pkt, rx, recv),
+        (None, Some(w)) => place_write(qp, pkt, rx, w),
         (None, None) => Step::Nak(Syndrome::Nak(NakCode::InvalidRequest)),
     };
     match step {
@@ -1169,12 +1211,12 @@ pub(crate) fn on_request(
                 (st.rc.msn, ack)
             };
             if ack {
-                send_ack(qp, port, path, psn, ACK, msn);
+                send_ack_landed(qp, rx, port, path, psn, ACK, msn);
             }
         }
         Step::Nak(syndrome) => {
             let msn = qp.state.lock().rc.msn;
-            send_ack(qp, port, path, psn, syndrome, msn);
+            send_ack_landed(qp, rx, port, path, psn, syndrome, msn);
             // Not ready is not an error: the request comes again.
             if !matches!(syndrome, Syndrome::RnrNak { .. }) {
                 qp.enter_error();
@@ -1200,7 +1242,7 @@ fn length_fits(pkt: &Packet<'_>, mtu: usize) -> bool {
 
 /// Places a SEND packet's payload into its receive; completes the receive
 /// at the last packet.
-fn place_send(qp: &Arc<Qp>, pkt: &Packet<'_>, skb: &LinearSkb, mut recv: InRecv) -> Step {
+fn place_send(qp: &Arc<Qp>, pkt: &Packet<'_>, rx: &Incoming<'_>, mut recv: InRecv) -> Step {
     let payload = pkt.payload();
     let room: u64 = recv.wqe.sges().iter().map(|s| u64::from(s.length)).sum();
     let end = recv.offset + payload.len() as u64;
@@ -1229,7 +1271,8 @@ fn place_send(qp: &Arc<Qp>, pkt: &Packet<'_>, skb: &LinearSkb, mut recv: InRecv)
         qp.complete_recv(recv_wc(&recv.wqe, wc_status::LOC_PROT_ERR, 0), false);
         return Step::Nak(Syndrome::Nak(NakCode::RemoteOperationalError));
     };
-    if place(qp, skb, &dst, recv.offset, payload).is_err() {
+    let last = pkt.info.ends_message();
+    if place(qp, rx, &dst, recv.offset, payload, last).is_err() {
         qp.complete_recv(recv_wc(&recv.wqe, wc_status::LOC_QP_OP_ERR, 0), false);
         return Step::Nak(Syndrome::Nak(NakCode::RemoteOperationalError));
     }
@@ -1257,7 +1300,7 @@ fn place_send(qp: &Arc<Qp>, pkt: &Packet<'_>, skb: &LinearSkb, mut recv: InRecv)
 
 /// Places an RDMA WRITE packet's payload into the region its first packet
 /// named; a WRITE with immediate completes a receive at its end.
-fn place_write(qp: &Arc<Qp>, pkt: &Packet<'_>, skb: &LinearSkb, mut w: InWrite) -> Step {
+fn place_write(qp: &Arc<Qp>, pkt: &Packet<'_>, rx: &Incoming<'_>, mut w: InWrite) -> Step {
     let payload = pkt.payload();
     let end = w.offset + payload.len() as u64;
     let last = pkt.info.ends_message();
@@ -1278,7 +1321,7 @@ fn place_write(qp: &Arc<Qp>, pkt: &Packet<'_>, skb: &LinearSkb, mut w: InWrite) 
             offset,
             len: w.len,
         }];
-        if place(qp, skb, &piece, w.offset, payload).is_err() {
+        if place(qp, rx, &piece, w.offset, payload, last).is_err() {
             return Step::Nak(Syndrome::Nak(NakCode::RemoteOperationalError));
         }
     }
@@ -1321,7 +1364,12 @@ fn pkt_src_qp(qp: &Qp) -> u32 {
 /// receive, no right, a bad key, a wrong length) is dropped the same way,
 /// the QP staying in RTS. A receive left half-filled by a dropped SEND is
 /// used again by the next one. Returns whether the packet was taken.
-pub(crate) fn on_uc_request(qp: &Arc<Qp>, path: &Path, pkt: &Packet<'_>, skb: &LinearSkb) -> bool {
+pub(crate) fn on_uc_request(
+    qp: &Arc<Qp>,
+    path: &Path,
+    pkt: &Packet<'_>,
+    rx: &Incoming<'_>,
+) -> bool {
     let stats = &qp.dev.wire_stats;
     let psn = pkt.bth.psn;
     let info = pkt.info;
@@ -1396,8 +1444,8 @@ pub(crate) fn on_uc_request(qp: &Arc<Qp>, path: &Path, pkt: &Packet<'_>, skb: &L
         }
     };
     let step = match (recv, write) {
-        (Some(r), _) => place_send(qp, pkt, skb, r),
-        (None, Some(w)) => place_write(qp, pkt, skb, w),
+        (Some(r), _) => place_send(qp, pkt, rx, r),
+        (None, Some(w)) => place_write(qp, pkt, rx, w),
         (None, None) => return true,
     };
     if let Step::Nak(_) = step {

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Received payloads on their way into memory regions.
+//!
+//! The receive work item takes packets one after the other. A payload the
+//! engine is to place is not copied at once: its bytes are mapped for the
+//! engine and the copy joins the burst of the packets before it. A burst
+//! goes to the engine as one: its descriptors handed over together, one
+//! start of the channel, an interrupt at its end (and every few copies),
+//! one wait. On an emulated engine each start and each interrupt is a
+//! round trip through the hypervisor, so a burst costs them once instead
+//! of once per packet.
+//!
+//! A copy must have ended before anything says that its bytes are there.
+//! So the work item copies the burst and waits for it ("settles") before
+//! it
+//! - sends an acknowledge or a NAK (either tells the requester how far the
+//!   responder executed);
+//! - completes a receive, or the READ whose responses it placed (at a
+//!   message's last packet);
+//! - reads a region for a READ response or an atomic;
+//! - has the CPU write a payload (an earlier copy must not land after it);
+//! - goes idle;
+//!
+//! and when [`MAX_BURST`] copies wait, or a copy for another device (whose
+//! engine is another channel) comes.
+//!
+//! A copy that failed marks its QP; the QP's next settle reports it, and
+//! the caller then fails what it was about to confirm, as it would had
+//! the copy failed at once.
+
+use crate::{
+    mover::{CopyError, Span},
+    mr::MrUse,
+    qp::Qp,
+    udp_tunnel::{LinearSkb, SkbDma},
+    user_pages::Segment,
+};
+use core::cell::Cell;
+use kernel::{
+    prelude::*,
+    sync::{atomic::Relaxed, Arc},
+};
+
+/// Copies in a burst at most (the engine reports failures per copy in a
+/// 64-bit mask).
+const MAX_BURST: usize = 64;
+
+/// A received datagram, and the burst its payload's copies join.
+pub(crate) struct Incoming<'a> {
+    pub(crate) skb: &'a Arc<LinearSkb>,
+    pub(crate) landing: &'a Landing,
+}
+
+/// The copies the receive work item has not handed to the engine yet.
+///
+/// Only the work item uses it, from one thread; a `Cell` (no `RefCell`,
+/// whose borrow checks could panic) holds the list, taken out while it is
+/// worked on. Nothing done meanwhile comes back to the landing.
+pub(crate) struct Landing {
+    copies: Cell<KVec<Pending>>,
+}
+
+/// One payload to copy: its mapped bytes, and the region they go to.
+struct Pending {
+    qp: Arc<Qp>,
+    dst: MrUse,
+    at: u64,
+    src: SkbDma,
+    seg: [Segment; 1],
+}
+
+impl Landing {
+    pub(crate) const fn new() -> Self {
+        Self {
+            copies: Cell::new(KVec::new()),
+        }
+    }
+
+    /// Calls `f` with the list of copies waiting.
+    fn with_copies<R>(&self, f: impl FnOnce(&mut KVec<Pending>) -> R) -> R {
+        let mut copies = self.copies.replace(KVec::new());
+        let r = f(&mut copies);
+        self.copies.set(copies);
+        r
+    }
+
+    /// Adds the copy of `src`, mapped for `qp`'s engine, to byte `at` of
+    /// the region `dst` to the burst.
+    pub(crate) fn start(&self, qp: &Arc<Qp>, dst: MrUse, at: u64, src: SkbDma) -> Result {
+        let full_or_other = self.with_copies(|c| {
+            c.len() >= MAX_BURST || c.first().is_some_and(|p| !Arc::ptr_eq(&p.qp.dev, &qp.dev))
+        });
+        if full_or_other {
+            self.settle_all();
+        }
+        let seg = [Segment {
+            addr: src.addr(),
+            len: src.len(),
+        }];
+        let entry = Pending {
+            qp: qp.clone(),
+            dst,
+            at,
+            src,
+            seg,
+        };
+        self.with_copies(|c| c.push(entry, GFP_KERNEL))?;
+        Ok(())
+    }
+
+    /// Copies the burst and waits for it. A failed copy marks its QP.
+    pub(crate) fn settle_all(&self) {
+        let mut copies = self.copies.replace(KVec::new());
+        if let Some(first) = copies.first() {
+            let dev = first.qp.dev.clone();
+            let range_ok = |p: &Pending| {
+                p.at.checked_add(u64::from(p.src.len()))
+                    .is_some_and(|end| end <= p.dst.mem.len() as u64)
+                    && dev
+                        .mover
+                        .device()
+                        .is_some_and(|d| core::ptr::eq(d, p.src.device()))
+            };
+            let span = |i: usize| {
+                let p = &copies[i];
+                Span {
+                    dst: p.dst.mem.segments(),
+                    dst_off: p.at,
+                    src: &p.seg,
+                    src_off: 0,
+                    // A copy out of its region's range, or mapped for
+                    // another device, is given no bytes, and fails.
+                    len: if range_ok(p) {
+                        u64::from(p.src.len())
+                    } else {
+                        0
+                    },
+                }
+            };
+            // SAFETY: Each span's destination is a region mapped for the
+            // engine's device at registration, held by the entry (`dst`);
+            // its source the payload's bytes mapped for that device (`src`,
+            // checked above), held too. The entries live until the burst
+            // ended, and are kept for good below if the channel could not
+            // be stopped.
+            let ended = unsafe { dev.mover.copy_burst(&dev.stats, copies.len(), span) };
+            let failed = match ended {
+                Ok(mask) => mask,
+                Err(CopyError::Failed) => u64::MAX,
+                Err(CopyError::Stuck) => {
+                    for p in copies.drain_all() {
+                        p.dst.leak();
+                        core::mem::forget(p.src);
+                        p.qp.state.lock().rc.landing_failed = true;
+                    }
+                    0
+                }
+            };
+            for (i, p) in copies.drain_all().enumerate() {
+                if failed & (1 << i) != 0 {
+                    p.qp.state.lock().rc.landing_failed = true;
+                } else {
+                    let n = u64::from(p.src.len());
+                    dev.wire_stats.rx_payload_engine_bytes.fetch_add(n, Relaxed);
+                }
+            }
+        }
+        // Keep the allocation for the next burst.
+        self.copies.set(copies);
+    }
+
+    /// Copies the burst and waits for it; `EIO` if one of `qp`'s copies
+    /// failed since its last settle. The QP's state lock must not be held.
+    pub(crate) fn settle(&self, qp: &Qp) -> Result {
+        self.settle_all();
+        if core::mem::take(&mut qp.state.lock().rc.landing_failed) {
+            return Err(EIO);
+        }
+        Ok(())
+    }
+}
