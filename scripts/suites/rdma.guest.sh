@@ -138,6 +138,12 @@ kselftest_points /tmp/verbs-plx.tap
 check "verbs kselftests on plx_rdma0: no failure, no skip" \
 	grep -q '^# Totals: pass:[1-9][0-9]* fail:0 xfail:0 xpass:0 skip:0 error:0' /tmp/verbs-plx.tap
 
+# Control groups: the rdma controller bounds a group's objects on
+# plx_rdma0, and the memory controller is charged with its rings.
+PLX_RDMA_DEV=plx_rdma0 cgroup_test >/tmp/cgroup-plx.tap 2>&1
+sed 's/^/# /' /tmp/cgroup-plx.tap
+kselftest_points /tmp/cgroup-plx.tap
+
 # Hostile verbs: random objects, arguments, requests and states; the
 # guard region and unregistered memory must keep their canaries.
 PLX_RDMA_DEV=plx_rdma0 PLX_FUZZ_OPS=${PLX_FUZZ_OPS:-5000} verbs_fuzz >/tmp/verbs-fuzz.tap 2>&1
@@ -165,6 +171,13 @@ diffout=$(sh /guest/verbs_diff.sh /tmp/verbs-rxe.tap /tmp/verbs-plx.tap "$DIVERG
 drc=$?
 printf '%s\n' "$diffout" | sed 's/^/# /'
 check "plx_rdma0 and rxe0 give the same outcomes ($(printf '%s' "$diffout" | head -n 1))" test "$drc" -eq 0
+# The rdma controller's limits hold on rxe0 alike (ib_core enforces
+# them); rxe's rings are not charged to the memory controller, so that
+# case is plx_rdma's only.
+PLX_RDMA_DEV=rxe0 cgroup_test -T cq_ring_charged_to_creator >/tmp/cgroup-rxe.tap 2>&1
+sed 's/^/# rxe: /' /tmp/cgroup-rxe.tap
+check "cgroup kselftests on rxe0 (the oracle agrees)" \
+	grep -q '^# Totals: pass:1 fail:0 xfail:0 xpass:0 skip:0 error:0' /tmp/cgroup-rxe.tap
 check "rdma link delete rxe0" rdma link delete rxe0
 check "rmmod rdma_rxe" rmmod rdma_rxe
 # RoCEv2 on the wire: SEND/RECV and RDMA WRITE as UDP datagrams, hostile

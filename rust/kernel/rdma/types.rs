@@ -360,6 +360,8 @@ pub mod send_flags {
     pub const SOLICITED: u32 = 4;
     /// The data is in the request itself.
     pub const INLINE: u32 = 8;
+    /// Every flag a device without checksum offload takes.
+    pub const ALL: u32 = FENCE | SIGNALED | SOLICITED | INLINE;
 }
 
 /// `enum ib_wc_status`.

@@ -471,8 +471,12 @@ impl Qp {
     }
 
     /// Queues a send request; `EINVAL` before RTS or for a request the
-    /// device does not take, `ENOMEM` when the send queue is full.
+    /// device does not take (an unknown opcode or flag among them),
+    /// `ENOMEM` when the send queue is full.
     pub(crate) fn post_send(self: &Arc<Self>, wr: &SendWr<'_>) -> Result {
+        if wr.send_flags & !send_flags::ALL != 0 {
+            return Err(EINVAL);
+        }
         // Read before the lock: reading the poster's memory may fault.
         let inline = match wr.send_flags & send_flags::INLINE {
             0 => None,

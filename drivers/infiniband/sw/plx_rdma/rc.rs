@@ -720,10 +720,15 @@ fn on_read_response(qp: &Arc<Qp>, pkt: &Packet<'_>, rx: &Incoming<'_>) -> bool {
     let end = off + payload.len() as u64;
     // The responder cuts at the path MTU: anything else is not ours.
     let fits = end <= len && (end == len) == pkt.info.ends_message();
+    // The burst is copied at the last response, and every `ACK_EVERY`
+    // before it: the requester's timer runs from the last progress, and a
+    // long burst (each payload unmapped after its copy, behind the IOMMU)
+    // could outlast it at the end of the message.
+    let settle = pkt.info.ends_message() || (acked + 1) % ACK_EVERY == 0;
     let placed = fits
         && resolve(qp, &sges[..num_sge], access::LOCAL_WRITE)
             .map_err(|()| EFAULT)
-            .and_then(|dst| place(qp, rx, &dst, off, payload, pkt.info.ends_message()))
+            .and_then(|dst| place(qp, rx, &dst, off, payload, settle))
             .is_ok();
     let mut st = qp.state.lock();
     let Some(p) = st

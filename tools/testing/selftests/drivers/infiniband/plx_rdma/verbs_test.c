@@ -2192,6 +2192,174 @@ TEST_F(pair, every_verb_answers)
 }
 
 /*
+ * The extended verbs and the attributes they take, each with a bit that
+ * no release of the verbs defines (or a value out of range) among
+ * ordinary arguments: each is refused with an errno, no object is made,
+ * and the process and the device live on (the pair still runs a SEND).
+ * Where libibverbs itself checks the bit, the provider never sees it;
+ * either way the caller gets an errno, never a half-made object.
+ */
+TEST_F(pair, unknown_bits_refused)
+{
+	struct ibv_qp_init_attr_ex qx = {
+		.qp_type = IBV_QPT_RC, .send_cq = self->cq, .recv_cq = self->cq,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD, .pd = self->pd,
+	};
+	struct ibv_cq_init_attr_ex cx = { .cqe = 4, .wc_flags = IBV_WC_STANDARD_FLAGS };
+	struct ibv_srq_init_attr_ex sx = {
+		.attr = { .max_wr = 1, .max_sge = 1 },
+		.comp_mask = IBV_SRQ_INIT_ATTR_PD, .pd = self->pd,
+	};
+	struct ibv_query_device_ex_input qin = { .comp_mask = 1u << 31 };
+	struct ibv_device_attr_ex dx;
+	struct ibv_td_init_attr ta = { .comp_mask = 1u << 31 };
+	struct ibv_qp_rate_limit_attr rl = { .rate_limit = 1, .comp_mask = 1u << 31 };
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_RTS };
+	struct ibv_wc wc[2];
+	struct ibv_qp_init_attr_ex q;
+	struct ibv_cq_init_attr_ex c;
+	struct ibv_srq_init_attr_ex sr;
+	int answered = 0, bad = 0, made_any = 0, r;
+	void *obj;
+
+#define REFUSED(name, obj_or_err)						\
+	do {									\
+		int e_ = (obj_or_err);						\
+		ANSWER(name, e_);						\
+		if (!e_)							\
+			made_any++;						\
+	} while (0)
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 7));
+
+	q = qx;
+	q.comp_mask |= 1u << 31;
+	errno = 0;
+	obj = ibv_create_qp_ex(self->ctx, &q);
+	REFUSED("create_qp_ex comp_mask", made(obj));
+	if (obj)
+		ibv_destroy_qp(obj);
+	q = qx;
+	q.comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	q.create_flags = 1u << 30;
+	errno = 0;
+	obj = ibv_create_qp_ex(self->ctx, &q);
+	REFUSED("create_qp_ex create_flags", made(obj));
+	if (obj)
+		ibv_destroy_qp(obj);
+	q = qx;
+	q.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	q.send_ops_flags = IBV_QP_EX_WITH_SEND | (1ull << 40);
+	errno = 0;
+	obj = ibv_create_qp_ex(self->ctx, &q);
+	REFUSED("create_qp_ex send_ops", made(obj));
+	if (obj)
+		ibv_destroy_qp(obj);
+	q = qx;
+	q.qp_type = 0x7f;
+	errno = 0;
+	obj = ibv_create_qp_ex(self->ctx, &q);
+	REFUSED("create_qp_ex qp_type", made(obj));
+	if (obj)
+		ibv_destroy_qp(obj);
+
+	c = cx;
+	c.comp_mask = 1u << 31;
+	errno = 0;
+	obj = ibv_create_cq_ex(self->ctx, &c);
+	REFUSED("create_cq_ex comp_mask", made(obj));
+	if (obj)
+		ibv_destroy_cq(ibv_cq_ex_to_cq(obj));
+	c = cx;
+	c.wc_flags |= 1ull << 40;
+	errno = 0;
+	obj = ibv_create_cq_ex(self->ctx, &c);
+	REFUSED("create_cq_ex wc_flags", made(obj));
+	if (obj)
+		ibv_destroy_cq(ibv_cq_ex_to_cq(obj));
+
+	sr = sx;
+	sr.comp_mask |= 1u << 31;
+	errno = 0;
+	obj = ibv_create_srq_ex(self->ctx, &sr);
+	REFUSED("create_srq_ex comp_mask", made(obj));
+	if (obj)
+		ibv_destroy_srq(obj);
+	REFUSED("query_device_ex comp_mask", ibv_query_device_ex(self->ctx, &qin, &dx));
+	errno = 0;
+	obj = ibv_alloc_td(self->ctx, &ta);
+	REFUSED("alloc_td comp_mask", made(obj));
+	if (obj)
+		ibv_dealloc_td(obj);
+	REFUSED("modify_qp_rate_limit", ibv_modify_qp_rate_limit(self->a, &rl));
+	errno = 0;
+	obj = ibv_reg_mr(self->pd, self->src, PAGE, IBV_ACCESS_LOCAL_WRITE | (1 << 19));
+	REFUSED("reg_mr access bit 19", made(obj));
+	if (obj)
+		ibv_dereg_mr(obj);
+	r = ibv_modify_qp(self->a, &qa, IBV_QP_STATE | (1 << 30));
+	REFUSED("modify_qp attr_mask", r);
+#undef REFUSED
+	OUTCOME("answered=%d bad=%d made=%d", answered, bad, made_any);
+	EXPECT_EQ(0, bad);
+	EXPECT_EQ(0, made_any);
+	/* The device and the pair still work. */
+	ASSERT_EQ(0, poll_none(self->cq));
+	ASSERT_EQ(0, post_recv(self->b, self->dst, 64, self->dst_mr->lkey, 1));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_SEND, self->src, 64, self->src_mr->lkey, 0, 0,
+			       0, IBV_SEND_SIGNALED, 2));
+	ASSERT_EQ(2, poll_n(self->cq, wc, 2));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc[0].status);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc[1].status);
+	EXPECT_EQ(0, memcmp(self->dst, self->src, 64));
+}
+
+/*
+ * What rxe takes and plx_rdma refuses (see rxe_divergences): a CQ
+ * creation flag no release defines (EOPNOTSUPP, no CQ made; rxe ignores
+ * it), and a send request with an opcode no release defines or a send
+ * flag beyond IBV_SEND_* (EINVAL at post, nothing queued, the QP still in
+ * RTS; rxe queues both and then fails the QP).
+ */
+TEST_F(pair, unknown_opcode_and_flags_refused)
+{
+	struct ibv_cq_init_attr_ex cx = {
+		.cqe = 4, .wc_flags = IBV_WC_STANDARD_FLAGS,
+		.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS, .flags = 1u << 30,
+	};
+	struct ibv_sge sge = { .addr = (uintptr_t)self->src, .length = 64,
+			       .lkey = self->src_mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 9, .sg_list = &sge, .num_sge = 1,
+				  .opcode = 0x7f }, *bad_wr = NULL;
+	struct ibv_cq_ex *cq;
+	struct ibv_wc wc[2];
+
+	errno = 0;
+	cq = ibv_create_cq_ex(self->ctx, &cx);
+	EXPECT_EQ(NULL, cq);
+	EXPECT_NE(0, errno);
+	if (cq)
+		ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 7));
+	EXPECT_EQ(EINVAL, ibv_post_send(self->a, &wr, &bad_wr));
+	EXPECT_EQ(&wr, bad_wr);
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED | (1 << 20);
+	bad_wr = NULL;
+	EXPECT_EQ(EINVAL, ibv_post_send(self->a, &wr, &bad_wr));
+	EXPECT_EQ(&wr, bad_wr);
+	OUTCOME("queued=%d state=%d", poll_none(self->cq), qp_state(self->a));
+	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->a));
+	ASSERT_EQ(0, post_recv(self->b, self->dst, 64, self->dst_mr->lkey, 1));
+	ASSERT_EQ(0, post_rdma(self->a, IBV_WR_SEND, self->src, 64, self->src_mr->lkey, 0, 0,
+			       0, IBV_SEND_SIGNALED, 2));
+	ASSERT_EQ(2, poll_n(self->cq, wc, 2));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc[0].status);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc[1].status);
+}
+
+/*
  * ibv_resize_cq(): a CQ grows with its completions kept in order, cannot
  * shrink below the completions it holds (EINVAL), and shrinks above them.
  */
