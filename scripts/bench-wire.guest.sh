@@ -16,13 +16,10 @@
 #            10.90.3.2): one rxe per namespace, the only way two rxe
 #            devices can talk
 #
-# PAIRS (guest parameter, comma-separated) names the pairs to run, and
-# CPU_PLACEMENT=0 skips the last rounds (rxe-plxcpu: rxe0 -> plx0 with
-# plx_rdma reloaded to write every received payload by the CPU);
-# plx-plx is left out by default: in this boot its perftest client never
-# reaches its server over TCP (a known problem, not understood yet; the
-# same pair on a boot of its own, and plx_rdma between two guests in
-# `make check SUITE=wire`, work).  Prints
+# PAIRS (guest parameter, comma-separated) names the pairs to run (all
+# four by default), and CPU_PLACEMENT=0 skips the last rounds
+# (rxe-plxcpu: rxe0 -> plx0 with plx_rdma reloaded to write every
+# received payload by the CPU).  Prints
 # "BENCH wire PAIR TOOL SIZE REP VALUE" lines (MiB/s for the
 # bandwidth, typical microseconds for the latency).
 . /guest/lib.sh
@@ -31,7 +28,7 @@
 export PATH=/usr/bin:/usr/sbin:$PATH
 IP=/usr/sbin/ip
 REPS=${REPS:-3}
-PAIRS=${PAIRS:-plx-rxe,rxe-plx,rxe-rxe}
+PAIRS=${PAIRS:-plx-rxe,rxe-plx,plx-plx,rxe-rxe}
 
 # link NEAR NEAR-NS NEAR-IP FAR FAR-NS FAR-IP: a veth pair, each end in
 # its namespace ("-": this one) with its address, both up.
@@ -57,7 +54,9 @@ in_ns() {
 namespace() { $IP netns add "$1" && $IP netns exec "$1" $IP link set lo up; }
 
 setup() {
-	mkdir -p /run/netns &&
+	# lo up here too: plx1 and plx2 share this namespace, so their
+	# perftest's TCP exchange goes over it (10.90.2.2 is local).
+	mkdir -p /run/netns && $IP link set lo up &&
 		modprobe rust_plx_dma && modprobe ib_uverbs && modprobe veth && modprobe rdma_rxe &&
 		namespace far && namespace r1 && namespace r2 &&
 		link wvp0 - 10.90.1.1 wvp1 far 10.90.1.2 &&
@@ -104,20 +103,35 @@ run() {
 		>/tmp/perftest-server.log 2>&1 &
 	srv=$!
 	# The client comes once the server listens (TCP port 18515).
-	for _ in $(seq 60); do
-		in_ns "$sns" cat /proc/net/tcp | grep -q ':4853 00000000:0000 0A' && break
+	waited=0
+	while ! in_ns "$sns" cat /proc/net/tcp | grep -q ':4853 00000000:0000 0A'; do
+		if [ "$waited" -ge 120 ]; then
+			echo "# $tool server on $sdev: not listening after 60 s"
+			break
+		fi
 		sleep 0.5
+		waited=$((waited + 1))
 	done
+	[ "$waited" -ge 20 ] && echo "# $tool server on $sdev: $((waited / 2)) s before it listened"
 	in_ns "$cns" timeout 300 "$tool" -d "$cdev" -x "$(wire_gid_index "$cdev" "$cip")" "$@" "$sip" \
 		>/tmp/perftest-client.log 2>&1
 	crc=$?
 	if [ "$crc" -ne 0 ]; then
-		# Where a server that never took its client is.
-		for pid in $(pgrep -x "$tool"); do
-			echo "# $tool $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
-			sed "s/^/#   /" "/proc/$pid/stack" 2>/dev/null | head -n 12
+		# The client's way to the server, and the server's sockets.
+		in_ns "$cns" $IP -o route get "$sip" | sed 's/^/# route: /'
+		in_ns "$cns" $IP -o addr show | sed 's/^/# addr: /'
+		in_ns "$sns" cat /proc/net/tcp | sed 's/^/# tcp: /'
+		# Where a server that never took its client is (the guest has
+		# no pgrep: its processes by name from /proc).
+		for d in /proc/[0-9]*; do
+			[ "$(cat "$d/comm" 2>/dev/null)" = "$tool" ] || continue
+			echo "# $tool ${d#/proc/}: $(tr '\0' ' ' <"$d/cmdline")"
+			for t in "$d"/task/*; do
+				echo "#   thread ${t##*/} ($(cat "$t/wchan" 2>/dev/null)):"
+				sed "s/^/#     /" "$t/stack" 2>/dev/null | head -n 12
+			done
+			kill "${d#/proc/}"
 		done
-		pkill -x "$tool"
 	fi
 	wait "$srv"
 	if [ "$crc" -ne 0 ]; then
