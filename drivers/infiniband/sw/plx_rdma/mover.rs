@@ -224,13 +224,13 @@ impl Mover {
         let last_span = (0..n).rev().find(|i| failed & (1 << i) == 0);
         'spans: for i in (0..n).filter(|i| failed & (1 << i) == 0) {
             let s = span(i);
-            let k = chunks(&s).count();
-            for (j, c) in chunks(&s).enumerate() {
+            let reports = Some(i) == last_span || i % IRQ_EVERY == IRQ_EVERY - 1;
+            let mut it = chunks(&s).peekable();
+            while let Some(c) = it.next() {
                 // The engine ends descriptors in order: an interrupt for a
                 // copy's last descriptor now and then reports all before
                 // it, and one at the end reports the burst.
-                let interrupt =
-                    j + 1 == k && (Some(i) == last_span || i % IRQ_EVERY == IRQ_EVERY - 1);
+                let interrupt = reports && it.peek().is_none();
                 loop {
                     // SAFETY: The chunk lies in the span's lists, mapped
                     // for `chan`'s device until the copy ended (this

@@ -2191,6 +2191,34 @@ TEST_F(pair, every_verb_answers)
 	EXPECT_EQ(0, memcmp(self->dst, self->src, 64));
 }
 
+/* made() of ibv_create_qp_ex() with @attr; a QP made is destroyed again. */
+static int qp_ex_made(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr)
+{
+	struct ibv_qp *qp;
+	int r;
+
+	errno = 0;
+	qp = ibv_create_qp_ex(ctx, attr);
+	r = made(qp);
+	if (qp)
+		ibv_destroy_qp(qp);
+	return r;
+}
+
+/* made() of ibv_create_cq_ex() with @attr; a CQ made is destroyed again. */
+static int cq_ex_made(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr)
+{
+	struct ibv_cq_ex *cq;
+	int r;
+
+	errno = 0;
+	cq = ibv_create_cq_ex(ctx, attr);
+	r = made(cq);
+	if (cq)
+		ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+	return r;
+}
+
 /*
  * The extended verbs and the attributes they take, each with a bit that
  * no release of the verbs defines (or a value out of range) among
@@ -2235,49 +2263,25 @@ TEST_F(pair, unknown_bits_refused)
 
 	q = qx;
 	q.comp_mask |= 1u << 31;
-	errno = 0;
-	obj = ibv_create_qp_ex(self->ctx, &q);
-	REFUSED("create_qp_ex comp_mask", made(obj));
-	if (obj)
-		ibv_destroy_qp(obj);
+	REFUSED("create_qp_ex comp_mask", qp_ex_made(self->ctx, &q));
 	q = qx;
 	q.comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
 	q.create_flags = 1u << 30;
-	errno = 0;
-	obj = ibv_create_qp_ex(self->ctx, &q);
-	REFUSED("create_qp_ex create_flags", made(obj));
-	if (obj)
-		ibv_destroy_qp(obj);
+	REFUSED("create_qp_ex create_flags", qp_ex_made(self->ctx, &q));
 	q = qx;
 	q.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 	q.send_ops_flags = IBV_QP_EX_WITH_SEND | (1ull << 40);
-	errno = 0;
-	obj = ibv_create_qp_ex(self->ctx, &q);
-	REFUSED("create_qp_ex send_ops", made(obj));
-	if (obj)
-		ibv_destroy_qp(obj);
+	REFUSED("create_qp_ex send_ops", qp_ex_made(self->ctx, &q));
 	q = qx;
 	q.qp_type = 0x7f;
-	errno = 0;
-	obj = ibv_create_qp_ex(self->ctx, &q);
-	REFUSED("create_qp_ex qp_type", made(obj));
-	if (obj)
-		ibv_destroy_qp(obj);
+	REFUSED("create_qp_ex qp_type", qp_ex_made(self->ctx, &q));
 
 	c = cx;
 	c.comp_mask = 1u << 31;
-	errno = 0;
-	obj = ibv_create_cq_ex(self->ctx, &c);
-	REFUSED("create_cq_ex comp_mask", made(obj));
-	if (obj)
-		ibv_destroy_cq(ibv_cq_ex_to_cq(obj));
+	REFUSED("create_cq_ex comp_mask", cq_ex_made(self->ctx, &c));
 	c = cx;
 	c.wc_flags |= 1ull << 40;
-	errno = 0;
-	obj = ibv_create_cq_ex(self->ctx, &c);
-	REFUSED("create_cq_ex wc_flags", made(obj));
-	if (obj)
-		ibv_destroy_cq(ibv_cq_ex_to_cq(obj));
+	REFUSED("create_cq_ex wc_flags", cq_ex_made(self->ctx, &c));
 
 	sr = sx;
 	sr.comp_mask |= 1u << 31;
