@@ -412,7 +412,18 @@ struct rust_dma_watch {
 	const struct bus_type *bus;
 	rust_dma_removal_fn fn;
 	void *ctx;
+	bool holds_module;
+	struct list_head scoped;	/* on rust_dma_scoped_watches */
 };
+
+/*
+ * This module's watches that hold no reference on it: the module ends
+ * those still registered at its exit (rust_dma_client_unwatch_scoped()),
+ * so that none outlives its code. This file is built into each module, so
+ * the list is the module's own.
+ */
+static LIST_HEAD(rust_dma_scoped_watches);
+static DEFINE_MUTEX(rust_dma_scoped_lock);
 
 static int rust_dma_watch_call(struct notifier_block *nb, unsigned long action,
 			       void *data)
@@ -425,7 +436,8 @@ static int rust_dma_watch_call(struct notifier_block *nb, unsigned long action,
 }
 
 struct rust_dma_watch *rust_dma_client_watch(struct dma_chan *chan,
-					     rust_dma_removal_fn fn, void *ctx)
+					     rust_dma_removal_fn fn, void *ctx,
+					     bool hold_module)
 {
 	struct device *dev = chan->device->dev;
 	struct rust_dma_watch *w;
@@ -441,18 +453,22 @@ struct rust_dma_watch *rust_dma_client_watch(struct dma_chan *chan,
 	w->bus = dev->bus;
 	w->fn = fn;
 	w->ctx = ctx;
-	/*
-	 * @fn is this module's code: a watch that is never ended (leaked)
-	 * keeps the module loaded rather than let the bus call into freed
-	 * code.
-	 */
-	__module_get(THIS_MODULE);
+	w->holds_module = hold_module;
+	INIT_LIST_HEAD(&w->scoped);
+	if (hold_module)
+		__module_get(THIS_MODULE);
 	ret = bus_register_notifier(w->bus, &w->nb);
 	if (ret) {
-		module_put(THIS_MODULE);
+		if (hold_module)
+			module_put(THIS_MODULE);
 		put_device(w->dev);
 		kfree(w);
 		return ERR_PTR(ret);
+	}
+	if (!hold_module) {
+		mutex_lock(&rust_dma_scoped_lock);
+		list_add(&w->scoped, &rust_dma_scoped_watches);
+		mutex_unlock(&rust_dma_scoped_lock);
 	}
 	return w;
 }
@@ -476,10 +492,39 @@ bool rust_dma_chan_dev_bound(struct dma_chan *chan)
  */
 void rust_dma_client_unwatch(struct rust_dma_watch *w)
 {
+	bool holds_module = w->holds_module;
+
+	if (!holds_module) {
+		mutex_lock(&rust_dma_scoped_lock);
+		list_del(&w->scoped);
+		mutex_unlock(&rust_dma_scoped_lock);
+	}
 	bus_unregister_notifier(w->bus, &w->nb);
 	put_device(w->dev);
 	kfree(w);
-	module_put(THIS_MODULE);
+	if (holds_module)
+		module_put(THIS_MODULE);
+}
+
+/*
+ * Ends every watch of rust_dma_scoped_watches still registered (their
+ * owners were leaked: their contexts stay allocated); returns how many.
+ */
+unsigned int rust_dma_client_unwatch_scoped(void)
+{
+	struct rust_dma_watch *w, *next;
+	unsigned int n = 0;
+
+	mutex_lock(&rust_dma_scoped_lock);
+	list_for_each_entry_safe(w, next, &rust_dma_scoped_watches, scoped) {
+		list_del(&w->scoped);
+		bus_unregister_notifier(w->bus, &w->nb);
+		put_device(w->dev);
+		kfree(w);
+		n++;
+	}
+	mutex_unlock(&rust_dma_scoped_lock);
+	return n;
 }
 
 void rust_dma_release_chan(struct dma_chan *chan)

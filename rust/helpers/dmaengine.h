@@ -36,8 +36,10 @@ bool rust_dma_chan_has_terminate(struct dma_chan *chan);
 bool rust_dma_chan_has_release(struct dma_chan *chan);
 u32 rust_dma_chan_max_seg(struct dma_chan *chan);
 struct rust_dma_watch *rust_dma_client_watch(struct dma_chan *chan,
-					     rust_dma_removal_fn fn, void *ctx);
+					     rust_dma_removal_fn fn, void *ctx,
+					     bool hold_module);
 void rust_dma_client_unwatch(struct rust_dma_watch *w);
+unsigned int rust_dma_client_unwatch_scoped(void);
 bool rust_dma_chan_dev_bound(struct dma_chan *chan);
 void rust_dma_release_chan(struct dma_chan *chan);
 struct device *rust_dma_chan_dev(struct dma_chan *chan);

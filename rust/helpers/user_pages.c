@@ -193,6 +193,22 @@ int rust_user_dma_attach(struct rust_user_dma *ud, struct device *dev)
 	return rust_user_dma_map_pages(ud, dev);
 }
 
+/*
+ * Unmaps @ud from its device, if mapped; it stays pinned for the CPU
+ * (rust_user_dma_cpu_copy() and friends read only the pages). The caller
+ * makes sure that the device no longer uses the mapping.
+ */
+void rust_user_dma_detach(struct rust_user_dma *ud)
+{
+	might_sleep();
+	if (!ud->dev)
+		return;
+	dma_unmap_sgtable(ud->dev, &ud->sgt, ud->dir, 0);
+	sg_free_table(&ud->sgt);
+	put_device(ud->dev);
+	ud->dev = NULL;
+}
+
 /* DMA segments of the mapping (the IOMMU may have merged pages). */
 unsigned int rust_user_dma_nents(const struct rust_user_dma *ud)
 {

@@ -15,6 +15,7 @@ struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
 					size_t len, int dir, bool longterm,
 					int *err);
 int rust_user_dma_attach(struct rust_user_dma *ud, struct device *dev);
+void rust_user_dma_detach(struct rust_user_dma *ud);
 bool rust_user_dma_dev_bound(struct device *dev);
 unsigned int rust_user_dma_nents(const struct rust_user_dma *ud);
 unsigned int rust_user_dma_segments(const struct rust_user_dma *ud,

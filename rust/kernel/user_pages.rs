@@ -16,12 +16,29 @@
 //! It is the one pin, map and accounting path for user memory: the copy
 //! device's buffers and registered memory regions both use it.
 //!
+//! A range mapped under a [`DmaGate`] ([`UserDma::map_gated`]) gives its
+//! segments only to a holder of the gate's guard, and can be unmapped
+//! ([`UserDma::detach`]) once the gate is closed, while it stays pinned
+//! and in use by the CPU: for a device that may go before the memory does.
+//!
 //! The steps are C macros and inlines, so they live in
 //! `rust/helpers/user_pages.c`. All `unsafe` code of the user-page support
 //! is in this file.
 
-use core::{ffi::c_void, ptr::NonNull};
-use kernel::{device::Device, dma::DmaAddress, prelude::*};
+use core::{cell::UnsafeCell, ffi::c_void, ptr::NonNull};
+use kernel::{
+    device::Device,
+    dma::DmaAddress,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Full},
+        Arc,
+    },
+};
+
+#[path = "dma_gate.rs"]
+mod dma_gate;
+pub use dma_gate::{ClosedGate, DmaGate, GateGuard};
 
 mod ffi {
     use core::ffi::{c_int, c_uint, c_ulong, c_void};
@@ -37,6 +54,7 @@ mod ffi {
             err: *mut c_int,
         ) -> *mut c_void;
         pub(super) fn rust_user_dma_attach(ud: *mut c_void, dev: *mut c_void) -> c_int;
+        pub(super) fn rust_user_dma_detach(ud: *mut c_void);
         pub(super) fn rust_user_dma_dev_bound(dev: *mut c_void) -> bool;
         pub(super) fn rust_user_dma_nents(ud: *const c_void) -> c_uint;
         pub(super) fn rust_user_dma_segments(
@@ -123,9 +141,18 @@ pub struct Segment {
 /// by this value and released exactly once, in `drop`. It holds a reference
 /// on the device it was mapped for (`get_device`), so the `struct device`
 /// the unmap goes through outlives the value, wherever it is dropped.
+///
+/// Without a `gate`, `segments` changes only through `&mut self`. With one,
+/// it is read only by [`Self::segments_in`], for no longer than a guard of
+/// that gate lives, and changed only by [`Self::detach`], once, when the
+/// gate is closed and no guard is left (`attached` makes it once).
 pub struct UserDma {
     raw: NonNull<c_void>,
-    segments: KVec<Segment>,
+    segments: UnsafeCell<KVec<Segment>>,
+    /// The gate the mapping was made under, if it may be withdrawn.
+    gate: Option<Arc<DmaGate>>,
+    /// Whether a gated mapping is still there.
+    attached: Atomic<bool>,
     len: usize,
     access: Access,
 }
@@ -134,11 +161,14 @@ pub struct UserDma {
 // pinned pages and the mapping are not tied to the creating thread, and the
 // device is kept alive by the object's own reference.
 unsafe impl Send for UserDma {}
-// SAFETY: No `&self` method changes the C object or the Rust fields.
-// `cpu_copy` and `write_at` write the pinned pages through `&self`, but those are user
-// memory, which no Rust reference covers: user space and devices write it
-// concurrently in any case, so two copies into one range race only as
-// user space's own stores would.
+// SAFETY: The `&self` methods read the C object's pages and the segments
+// without changing them, except `detach`, which changes the C object's
+// mapping (no other `&self` method reads it) and the segments only when no
+// reader can exist (type invariant). `cpu_copy` and `write_at` write the
+// pinned pages through `&self`, but those are user memory, which no Rust
+// reference covers: user space and devices write it concurrently in any
+// case, so two copies into one range race only as user space's own stores
+// would.
 unsafe impl Sync for UserDma {}
 
 /// `ENODEV` unless the driver of `dev` is bound and not being unbound.
@@ -222,15 +252,60 @@ impl UserDma {
             });
         };
         // INVARIANT: `raw` came from `rust_user_dma_map` and is owned here;
-        // if collecting the segments fails, `drop` releases it.
+        // if collecting the segments fails, `drop` releases it. No gate yet.
         let mut this = Self {
             raw,
-            segments: KVec::new(),
+            segments: UnsafeCell::new(KVec::new()),
+            gate: None,
+            attached: Atomic::new(false),
             len,
             access,
         };
         this.load_segments()?;
         Ok(this)
+    }
+
+    /// Pins and maps as [`Self::map`], under `guard`'s gate: the segments
+    /// are given only to holders of the gate's guards
+    /// ([`Self::segments_in`]), and [`Self::detach`] unmaps the range once
+    /// the gate is closed, while it stays pinned.
+    ///
+    /// Errors as for [`Self::map`].
+    pub fn map_gated(
+        guard: &GateGuard,
+        dev: &Device,
+        uaddr: usize,
+        len: usize,
+        access: Access,
+        duration: PinDuration,
+    ) -> Result<Self> {
+        let mut this = Self::pin_and_map(Some(dev), uaddr, len, access, duration)?;
+        // INVARIANT: Made under `guard`, which is alive: the gate has not
+        // drained, so it cannot have been detached before.
+        this.gate = Some(guard.gate().clone());
+        this.attached = Atomic::new(true);
+        Ok(this)
+    }
+
+    /// Unmaps a range mapped under `closed`'s gate from its device and
+    /// returns `true`; it stays pinned for the CPU. `false`, and nothing
+    /// done, for a range mapped under no or another gate, or already
+    /// detached.
+    pub fn detach(&self, closed: &ClosedGate<'_>) -> bool {
+        if !self.gate.as_deref().is_some_and(|g| closed.is_of(g)) {
+            return false;
+        }
+        if !self.attached.xchg(false, Full) {
+            return false;
+        }
+        // SAFETY: `raw` is live (type invariant). The gate is closed and no
+        // guard of it is left (`closed`), so no slice from `segments_in` is
+        // alive, and `attached` lets only this call through.
+        unsafe {
+            ffi::rust_user_dma_detach(self.raw.as_ptr());
+            *self.segments.get() = KVec::new();
+        }
+        true
     }
 
     /// Maps a range pinned for the CPU only ([`Self::pin`]) for `dev`,
@@ -244,7 +319,7 @@ impl UserDma {
     /// `dev`'s driver is not bound (or is being unbound), or the error of
     /// the DMA API (the range then stays pinned, unmapped).
     pub fn attach(&mut self, dev: &Device) -> Result {
-        if !self.segments.is_empty() {
+        if self.gate.is_some() || !self.segments.get_mut().is_empty() {
             return Err(EBUSY);
         }
         let dev_ptr = core::ptr::from_ref(dev).cast_mut().cast::<c_void>();
@@ -284,14 +359,33 @@ impl UserDma {
         for (&addr, &len) in addrs.iter().zip(lens.iter()) {
             segments.push(Segment { addr, len }, GFP_KERNEL)?;
         }
-        self.segments = segments;
+        *self.segments.get_mut() = segments;
         Ok(())
     }
 
     /// The DMA segments, in address order of the user range (none when
-    /// pinned for the CPU only).
+    /// pinned for the CPU only, or mapped under a gate: see
+    /// [`Self::segments_in`]).
     pub fn segments(&self) -> &[Segment] {
-        &self.segments
+        if self.gate.is_some() {
+            return &[];
+        }
+        // SAFETY: Without a gate the segments change only through
+        // `&mut self` (type invariant).
+        unsafe { &*self.segments.get() }
+    }
+
+    /// The DMA segments of a range mapped under `guard`'s gate, valid for
+    /// as long as the guard lives; none if it was mapped under no or
+    /// another gate.
+    pub fn segments_in<'a>(&'a self, guard: &'a GateGuard) -> &'a [Segment] {
+        if !self.gate.as_deref().is_some_and(|g| guard.opens(g)) {
+            return &[];
+        }
+        // SAFETY: A guard of the gate is alive for `'a`, so the gate cannot
+        // drain and `detach` cannot change the segments meanwhile (type
+        // invariant).
+        unsafe { &*self.segments.get() }
     }
 
     /// Length of the user range in bytes.

@@ -208,6 +208,42 @@ sed 's/^/# stats: /' "$STATS"
 check "the copies outlasted their timeout (slow_copies $(stat slow_copies)) and the channel was never stopped (channel_stops $(stat channel_stops))" \
 	sh -c "test $(stat slow_copies) -ge 1 && test $(stat channel_stops) -eq 0"
 check "rmmod plx_rdma (slow engine)" rmmod plx_rdma
+# The engine's device loses its driver under a running, verifying
+# pingpong: plx_rdma waits for the copies in flight, unmaps every region
+# from the departing device (DMA-API debug would report one left mapped at
+# the unbind), and the CPU carries on with the same regions. Regions
+# registered afterwards are the CPU's from the start.
+check "modprobe plx_rdma (the engine's removal)" modprobe plx_rdma ifindex="$IFINDEX"
+gone_chan=$(sed -n 's/^data_path: dma\([0-9]*\)chan0$/\1/p' "$STATS")
+gone_fn=$(pci_of "${gone_chan:-0}")
+engine_gone() {
+	ibv_rc_pingpong -d plx_rdma0 -g 0 -s 65536 -n 3000 -c >/tmp/pp-server.log 2>&1 &
+	srv=$!
+	sleep 1
+	ibv_rc_pingpong -d plx_rdma0 -g 0 -s 65536 -n 3000 -c 127.0.0.1 >/tmp/pp-client.log 2>&1 &
+	cli=$!
+	sleep 2
+	echo "# engine copies before the unbind: $(stat engine_copies)"
+	echo "$gone_fn" >/sys/bus/pci/drivers/rust_plx_dma/unbind || return 1
+	echo "# engine copies at the unbind: $(stat engine_copies)"
+	wait "$cli"
+	crc=$?
+	wait "$srv"
+	src=$?
+	sed 's/^/# pingpong server: /' /tmp/pp-server.log
+	sed 's/^/# pingpong client: /' /tmp/pp-client.log
+	test "$crc" -eq 0 && test "$src" -eq 0 && grep -q "iters in" /tmp/pp-client.log
+}
+check "rust_plx_dma unbinds from $gone_fn (plx_rdma0's engine) during a verifying 64 KiB pingpong, which completes" engine_gone
+sed 's/^/# stats: /' "$STATS"
+check "plx_rdma0 says the CPU moves data once its engine is gone" sh -c "grep -q '^data_path: cpu' $STATS"
+check "the engine moved data before (engine_copies $(stat engine_copies)), the CPU after (cpu_copies $(stat cpu_copies))" \
+	sh -c "test $(stat engine_copies) -gt 0 && test $(stat cpu_copies) -gt 0"
+check "one engine loss, both pingpong regions unmapped from it (engine_losses $(stat engine_losses), regions_unmapped $(stat regions_unmapped))" \
+	sh -c "test $(stat engine_losses) -eq 1 && test $(stat regions_unmapped) -ge 2"
+check "ibv_rc_pingpong -s 65536 -c with regions registered after the engine left" pingpong 65536 20
+check "rust_plx_dma binds $gone_fn again" sh -c "echo $gone_fn >/sys/bus/pci/drivers/rust_plx_dma/bind"
+check "rmmod plx_rdma (engine gone)" rmmod plx_rdma
 check "modprobe plx_rdma channel=0 (CPU data path)" modprobe plx_rdma channel=0 ifindex="$IFINDEX"
 check "plx_rdma0 says the CPU moves data" sh -c "grep -q '^data_path: cpu' $STATS"
 check "ibv_rc_pingpong -s 65536 -c on the CPU path" pingpong 65536 20

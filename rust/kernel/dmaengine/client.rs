@@ -86,10 +86,13 @@ pub trait RemovalSink: Send + Sync + 'static {
 /// A registered [`RemovalSink`]; dropping it unregisters it and waits for a
 /// call in progress, so it must not be dropped from the sink's callback.
 ///
-/// While it is registered it holds a reference on the module that made it
-/// (the sink's code is there): a watch that is forgotten rather than
-/// dropped keeps its sink and its module for good, which is a leak, never
-/// a call into freed memory or unloaded code.
+/// The sink's code is the module's, so no watch may outlive the module.
+/// Inside a [`WatchScope`]'s life a watch holds nothing, and the scope ends
+/// at the module's exit whatever watch is left (leaked rather than
+/// dropped). Outside one it holds a reference on the module: a watch that
+/// is forgotten keeps its sink and its module for good, which is a leak,
+/// never a call into freed memory or unloaded code, but such a module
+/// cannot be removed while it watches.
 pub struct RemovalWatch {
     raw: NonNull<c_void>,
     ctx: *mut c_void,
@@ -109,6 +112,41 @@ impl Drop for RemovalWatch {
             ffi::rust_dma_client_unwatch(self.raw.as_ptr());
             (self.drop_ctx)(self.ctx);
         }
+    }
+}
+
+/// Whether this module's [`WatchScope`] is alive (each module builds its
+/// own copy of this file, and of the C list the scope ends).
+static SCOPED: AtomicFlag = AtomicFlag::new(false);
+
+/// The time in which a module's removal watches need not hold the module:
+/// made in module init, kept in the module's state after everything that
+/// may own a watch (fields are dropped in declaration order), so that its
+/// drop, at the module's exit, ends every watch still registered.
+pub struct WatchScope(());
+
+impl WatchScope {
+    /// The module's scope; `EBUSY` if it has one already.
+    pub fn new() -> Result<Self> {
+        if SCOPED.xchg(true, Relaxed) {
+            return Err(EBUSY);
+        }
+        Ok(Self(()))
+    }
+}
+
+impl Drop for WatchScope {
+    fn drop(&mut self) {
+        // SAFETY: Ends the watches registered without a module reference;
+        // their owners, if any, were leaked and never use them again.
+        let left = unsafe { ffi::rust_dma_client_unwatch_scoped() };
+        if left > 0 {
+            pr_err!(
+                "{} removal watches were leaked; ended at the module's exit\n",
+                left
+            );
+        }
+        SCOPED.store(false, Relaxed);
     }
 }
 
@@ -344,9 +382,15 @@ impl MemcpyChannel {
     /// registered, so nothing may be mapped for the device any more.
     pub fn watch_removal<T: RemovalSink>(&self, sink: Arc<T>) -> Result<RemovalWatch> {
         let ctx = Arc::into_raw(sink).cast_mut().cast::<c_void>();
+        // Inside the module's scope the scope's end keeps the watch from
+        // outliving the module; outside, a module reference does.
+        let hold_module = !SCOPED.load(Relaxed);
         // SAFETY: `self.raw` is a channel we hold; `ctx` stays valid until
-        // the watch is dropped, which unregisters it first.
-        let raw = unsafe { ffi::rust_dma_client_watch(self.raw.as_ptr(), removal_call::<T>, ctx) };
+        // the watch is dropped, which unregisters it first (or for good if
+        // the scope ends it).
+        let raw = unsafe {
+            ffi::rust_dma_client_watch(self.raw.as_ptr(), removal_call::<T>, ctx, hold_module)
+        };
         match from_err_ptr(raw).ok().and_then(NonNull::new) {
             Some(raw) => {
                 let watch = RemovalWatch {

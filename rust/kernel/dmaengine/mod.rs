@@ -113,8 +113,10 @@ mod ffi {
             chan: *mut c_void,
             removal: unsafe extern "C" fn(*mut c_void),
             ctx: *mut c_void,
+            hold_module: bool,
         ) -> *mut c_void;
         pub(super) fn rust_dma_client_unwatch(watch: *mut c_void);
+        pub(super) fn rust_dma_client_unwatch_scoped() -> core::ffi::c_uint;
         pub(super) fn rust_dma_chan_dev_bound(chan: *mut c_void) -> bool;
         pub(super) fn rust_dma_release_chan(chan: *mut c_void);
         pub(super) fn rust_dma_chan_dev(chan: *mut c_void) -> *mut c_void;

@@ -34,7 +34,7 @@ use crate::{
     mr::MrUse,
     qp::Qp,
     udp_tunnel::{LinearSkb, SkbDma},
-    user_pages::Segment,
+    user_pages::{GateGuard, Segment},
 };
 use core::cell::Cell;
 use kernel::{
@@ -68,6 +68,9 @@ struct Pending {
     at: u64,
     src: SkbDma,
     seg: [Segment; 1],
+    /// Holds the engine's mappings (the region's, the payload's) until
+    /// the copy ended.
+    gate: GateGuard,
 }
 
 impl Landing {
@@ -85,9 +88,16 @@ impl Landing {
         r
     }
 
-    /// Adds the copy of `src`, mapped for `qp`'s engine, to byte `at` of
-    /// the region `dst` to the burst.
-    pub(crate) fn start(&self, qp: &Arc<Qp>, dst: MrUse, at: u64, src: SkbDma) -> Result {
+    /// Adds the copy of `src`, mapped for `qp`'s engine under `gate`, to
+    /// byte `at` of the region `dst` to the burst.
+    pub(crate) fn start(
+        &self,
+        qp: &Arc<Qp>,
+        dst: MrUse,
+        at: u64,
+        src: SkbDma,
+        gate: GateGuard,
+    ) -> Result {
         let full_or_other = self.with_copies(|c| {
             c.len() >= MAX_BURST || c.first().is_some_and(|p| !Arc::ptr_eq(&p.qp.dev, &qp.dev))
         });
@@ -104,6 +114,7 @@ impl Landing {
             at,
             src,
             seg,
+            gate,
         };
         self.with_copies(|c| c.push(entry, GFP_KERNEL))?;
         Ok(())
@@ -114,37 +125,42 @@ impl Landing {
         let mut copies = self.copies.replace(KVec::new());
         if let Some(first) = copies.first() {
             let dev = first.qp.dev.clone();
-            let range_ok = |p: &Pending| {
-                p.at.checked_add(u64::from(p.src.len()))
-                    .is_some_and(|end| end <= p.dst.mem.len() as u64)
-                    && dev
-                        .mover
-                        .device()
-                        .is_some_and(|d| core::ptr::eq(d, p.src.device()))
-            };
+            // Every entry holds the gate: the engine is there.
+            let engine = dev.mover.engine_with(first.gate.clone());
             let span = |i: usize| {
                 let p = &copies[i];
+                let dst = p.dst.mem.segments_in(&p.gate);
+                let fits =
+                    p.at.checked_add(u64::from(p.src.len()))
+                        .is_some_and(|end| end <= p.dst.mem.len() as u64);
+                let same_device = engine
+                    .as_ref()
+                    .is_some_and(|e| core::ptr::eq(e.device(), p.src.device()));
                 Span {
-                    dst: p.dst.mem.segments(),
+                    dst,
                     dst_off: p.at,
                     src: &p.seg,
                     src_off: 0,
                     // A copy out of its region's range, or mapped for
                     // another device, is given no bytes, and fails.
-                    len: if range_ok(p) {
+                    len: if fits && same_device {
                         u64::from(p.src.len())
                     } else {
                         0
                     },
                 }
             };
-            // SAFETY: Each span's destination is a region mapped for the
-            // engine's device at registration, held by the entry (`dst`);
-            // its source the payload's bytes mapped for that device (`src`,
-            // checked above), held too. The entries live until the burst
-            // ended, and are kept for good below if the channel could not
-            // be stopped.
-            let ended = unsafe { dev.mover.copy_burst(&dev.stats, copies.len(), span) };
+            let ended = match &engine {
+                // SAFETY: Each span's destination is a region's mapping for
+                // the engine's device, valid while the entry's guard lives
+                // (`segments_in`), the region held by the entry (`dst`);
+                // its source the payload's bytes mapped for that device
+                // (`src`, checked above), held too. The entries live until
+                // the burst ended, and are kept for good below if the
+                // channel could not be stopped.
+                Some(e) => unsafe { dev.mover.copy_burst(e, &dev.stats, copies.len(), span) },
+                None => Err(CopyError::Failed),
+            };
             let failed = match ended {
                 Ok(mask) => mask,
                 Err(CopyError::Failed) => u64::MAX,

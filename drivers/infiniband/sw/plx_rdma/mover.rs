@@ -8,6 +8,12 @@
 //! addresses go straight into them, cut where either region's segments
 //! end and at the channel's longest descriptor. No page is pinned or
 //! mapped per operation.
+//!
+//! The channel's device may lose its driver (an unbind, a hot removal)
+//! while the device here lives on. Every use of the engine therefore holds
+//! an [`Engine`], a guard of the device's [`DmaGate`]: the removal closes
+//! the gate, waits for the uses in flight, and unmaps every region
+//! ([`Mover::close`]); from then on the CPU moves the data.
 
 use crate::{
     dmaengine::{
@@ -15,7 +21,7 @@ use crate::{
         TxResult,
     },
     stats::Stats,
-    user_pages::{Chunks, Segment, SegmentCursor, UserDma},
+    user_pages::{Chunks, ClosedGate, DmaGate, GateGuard, Segment, SegmentCursor, UserDma},
 };
 use kernel::{
     device::Device,
@@ -91,6 +97,8 @@ impl CopySink for Batch {
 /// engine) is stopped, to get the regions back.
 pub(crate) struct Mover {
     chan: Option<MemcpyChannel>,
+    /// Open while the channel's device has its driver.
+    gate: Arc<DmaGate>,
     /// Descriptors the channel ended, for every copy.
     progress: Arc<Atomic<u64>>,
     /// The base of a copy's timeout, in milliseconds.
@@ -107,29 +115,60 @@ impl Mover {
     ) -> Result<Self> {
         Ok(Self {
             chan,
+            gate: DmaGate::new()?,
             progress: Arc::new(Atomic::new(0), GFP_KERNEL)?,
             timeout_base_ms,
             payload_engine_min,
         })
     }
 
-    /// The device to map a received payload of `len` bytes for, if the
-    /// engine places it: with a channel, from `wire_engine_min` bytes on.
-    /// Below that a descriptor's round trip (and, behind an IOMMU, the
-    /// payload's mapping) costs more than the CPU's copy.
-    pub(crate) fn payload_device(&self, len: usize) -> Option<&Device> {
-        self.device()
-            .filter(|_| u32::try_from(len).is_ok_and(|n| n >= self.payload_engine_min))
+    /// The engine, held for one use, unless there is no channel or its
+    /// device lost its driver.
+    pub(crate) fn engine(&self) -> Option<Engine<'_>> {
+        let chan = self.chan.as_ref()?;
+        let guard = self.gate.enter()?;
+        Some(Engine { chan, guard })
     }
 
-    /// The device regions are mapped for, if the engine moves the data.
-    pub(crate) fn device(&self) -> Option<&Device> {
-        self.chan.as_ref().map(MemcpyChannel::device)
+    /// The engine again, for a use that kept `guard` (of this mover's
+    /// gate) after an earlier [`Self::engine`].
+    pub(crate) fn engine_with(&self, guard: GateGuard) -> Option<Engine<'_>> {
+        let chan = self.chan.as_ref()?;
+        guard.opens(&self.gate).then_some(Engine { chan, guard })
     }
 
-    /// The channel's name, or `cpu`.
+    /// The engine, if it places a received payload of `len` bytes: from
+    /// `wire_engine_min` bytes on. Below that a descriptor's round trip
+    /// (and, behind an IOMMU, the payload's mapping) costs more than the
+    /// CPU's copy.
+    pub(crate) fn payload_engine(&self, len: usize) -> Option<Engine<'_>> {
+        if u32::try_from(len).is_ok_and(|n| n >= self.payload_engine_min) {
+            self.engine()
+        } else {
+            None
+        }
+    }
+
+    /// The channel's name, or `cpu` (no channel, or its device is gone).
     pub(crate) fn name(&self) -> &CStr {
-        self.chan.as_ref().map_or(c"cpu", MemcpyChannel::name)
+        match &self.chan {
+            Some(c) if !self.gate.is_closed() => c.name(),
+            _ => c"cpu",
+        }
+    }
+
+    /// The channel's device lost its driver: no new use of the engine
+    /// begins, and this sleeps until the uses in flight ended. The proof
+    /// returned lets the caller unmap what was mapped for the engine
+    /// ([`UserDma::detach`]). `None` without a channel.
+    pub(crate) fn close(&self) -> Option<ClosedGate<'_>> {
+        self.chan.as_ref()?;
+        Some(self.gate.close())
+    }
+
+    /// The channel, to watch its device.
+    pub(crate) fn channel(&self) -> Option<&MemcpyChannel> {
+        self.chan.as_ref()
     }
 
     /// Copies `len` bytes from offset `src_off` of `src` to offset `dst_off`
@@ -146,17 +185,26 @@ impl Mover {
         if len == 0 {
             return Ok(());
         }
-        if self.chan.is_none() {
-            let (d, s, n) = (to_usize(dst_off)?, to_usize(src_off)?, to_usize(len)?);
-            UserDma::cpu_copy(dst, d, src, s, n).map_err(|_| CopyError::Failed)?;
-            Stats::add(&stats.cpu_copies, 1);
-            Stats::add(&stats.cpu_bytes, len);
-            return Ok(());
+        if let Some(engine) = self.engine() {
+            let (d, s) = (
+                dst.segments_in(&engine.guard),
+                src.segments_in(&engine.guard),
+            );
+            // A region registered while the engine's device was going is
+            // the CPU's.
+            if !d.is_empty() && !s.is_empty() {
+                // SAFETY: Both lists are the regions' mappings for the
+                // channel's device, valid while `engine` holds the gate
+                // (until this returns); the regions are held by the caller
+                // for this call, and it checked the ranges.
+                return unsafe { self.engine_copy(&engine, stats, d, dst_off, s, src_off, len) };
+            }
         }
-        // SAFETY: Both regions are mapped for the channel's device (regions are
-        // mapped at registration when there is a channel) and held by the
-        // caller for this call; the ranges were checked by the caller.
-        unsafe { self.engine_copy(stats, dst.segments(), dst_off, src.segments(), src_off, len) }
+        let (d, s, n) = (to_usize(dst_off)?, to_usize(src_off)?, to_usize(len)?);
+        UserDma::cpu_copy(dst, d, src, s, n).map_err(|_| CopyError::Failed)?;
+        Stats::add(&stats.cpu_copies, 1);
+        Stats::add(&stats.cpu_bytes, len);
+        Ok(())
     }
 
     /// Copies a burst of `n` spans ([`Span`]) with the engine, and waits
@@ -173,13 +221,12 @@ impl Mover {
     /// returns `CopyError::Stuck`; its ranges lie in them.
     pub(crate) unsafe fn copy_burst<'a>(
         &self,
+        engine: &Engine<'_>,
         stats: &Stats,
         n: usize,
         span: impl Fn(usize) -> Span<'a>,
     ) -> core::result::Result<u64, CopyError> {
-        let Some(chan) = &self.chan else {
-            return Err(CopyError::Failed);
-        };
+        let chan = engine.chan;
         if n == 0 || n > 64 {
             return Err(CopyError::Failed);
         }
@@ -265,7 +312,7 @@ impl Mover {
             st.left = st.left.saturating_sub(count - sent);
         }
         chan.issue_pending();
-        match self.wait(stats, &batch, total, timeout_ms) {
+        match self.wait(chan, stats, &batch, total, timeout_ms) {
             Ok(()) | Err(CopyError::Failed) => {}
             Err(CopyError::Stuck) => return Err(CopyError::Stuck),
         }
@@ -286,8 +333,10 @@ impl Mover {
     /// Both lists are bus addresses of the channel's device, mapped (`dst`
     /// writable) until this returns, and for good if it returns
     /// `CopyError::Stuck`; the ranges lie in them.
+    #[expect(clippy::too_many_arguments)]
     unsafe fn engine_copy(
         &self,
+        engine: &Engine<'_>,
         stats: &Stats,
         dst_segs: &[Segment],
         dst_off: u64,
@@ -306,7 +355,7 @@ impl Mover {
             len,
         };
         // SAFETY: As this function requires.
-        match unsafe { self.copy_burst(stats, 1, span)? } {
+        match unsafe { self.copy_burst(engine, stats, 1, span)? } {
             0 => Ok(()),
             _ => Err(CopyError::Failed),
         }
@@ -318,14 +367,12 @@ impl Mover {
     /// it ended none during a whole timeout.
     fn wait(
         &self,
+        chan: &MemcpyChannel,
         stats: &Stats,
         batch: &Batch,
         len: u64,
         timeout_ms: u32,
     ) -> core::result::Result<(), CopyError> {
-        let Some(chan) = &self.chan else {
-            return Err(CopyError::Failed);
-        };
         let mut left = msecs_to_jiffies(timeout_ms);
         let mut seen = self.progress.load(Relaxed);
         let mut slow = false;
@@ -373,6 +420,26 @@ impl Mover {
             return Err(CopyError::Failed);
         }
         Ok(())
+    }
+}
+
+/// The engine for one use: while it lives, the channel's device keeps
+/// every mapping made for it under the mover's gate.
+pub(crate) struct Engine<'a> {
+    chan: &'a MemcpyChannel,
+    guard: GateGuard,
+}
+
+impl Engine<'_> {
+    /// The device to map for.
+    pub(crate) fn device(&self) -> &Device {
+        self.chan.device()
+    }
+
+    /// The gate's guard this use holds, to map under it, to read
+    /// mappings, or to keep it past this use.
+    pub(crate) fn guard(&self) -> &GateGuard {
+        &self.guard
     }
 }
 

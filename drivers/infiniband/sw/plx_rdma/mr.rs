@@ -14,11 +14,11 @@
 
 use crate::rdma::types::access;
 use crate::{
+    mover::Engine,
     pd::Pd,
-    user_pages::{Access, PinDuration, UserDma},
+    user_pages::{Access, ClosedGate, PinDuration, UserDma},
 };
 use kernel::{
-    device::Device,
     new_spinlock,
     prelude::*,
     sync::{
@@ -174,11 +174,14 @@ impl MrTable {
         }))
     }
 
-    /// Pins `length` bytes at `start` for `dev` (the CPU if `None`) and
-    /// enters the region, named `iova` by work requests, under a new key.
+    /// Pins `length` bytes at `start`, maps them for `engine`'s device (the
+    /// CPU alone uses them without one) and enters the region, named
+    /// `iova` by work requests, under a new key. `engine` is held until
+    /// the region is in the table, so that the engine's removal finds it
+    /// there ([`Self::detach_all`]).
     pub(crate) fn register(
         &self,
-        dev: Option<&Device>,
+        engine: Option<&Engine<'_>>,
         pd: &Arc<Pd>,
         start: u64,
         length: u64,
@@ -206,9 +209,17 @@ impl MrTable {
         } else {
             Access::ToDevice
         };
-        let mem = match dev {
-            Some(d) => UserDma::map(d, start, len, how, PinDuration::Long)?,
-            None => UserDma::pin(start, len, how, PinDuration::Long)?,
+        let pinned = || UserDma::pin(start, len, how, PinDuration::Long);
+        let mem = match engine {
+            Some(e) => {
+                match UserDma::map_gated(e.guard(), e.device(), start, len, how, PinDuration::Long)
+                {
+                    // The engine's device is losing its driver: the CPU's.
+                    Err(err) if err == ENODEV => pinned()?,
+                    made => made?,
+                }
+            }
+            None => pinned()?,
         };
         let salt = crate::random::random_u32() & 0xff;
         let mut slots = self.slots.lock();
@@ -277,5 +288,24 @@ impl MrTable {
             mr.released.wait_for_completion();
         }
         Ok(())
+    }
+
+    /// Unmaps every region from the engine's device, which is going
+    /// (`closed`); they stay registered, pinned, for the CPU. Returns how
+    /// many were unmapped.
+    pub(crate) fn detach_all(&self, closed: &ClosedGate<'_>) -> u64 {
+        let n = self.slots.lock().regions.len();
+        let mut unmapped = 0;
+        for i in 1..n {
+            // One slot at a time: unmapping sleeps.
+            let mr = match self.slots.lock().regions.get(i) {
+                Some(Slot::Used(mr)) => mr.clone(),
+                _ => continue,
+            };
+            if mr.mem.detach(closed) {
+                unmapped += 1;
+            }
+        }
+        unmapped
     }
 }

@@ -59,7 +59,7 @@ mod wq;
 
 use core::fmt;
 use cq::Cq;
-use dmaengine::client::MemcpyChannel;
+use dmaengine::client::{MemcpyChannel, RemovalSink, RemovalWatch, WatchScope};
 use kernel::{
     debugfs, new_mutex,
     prelude::*,
@@ -292,10 +292,12 @@ impl Driver for PlxRdma {
         iova: u64,
         access: u32,
     ) -> Result<(Arc<Mr>, u32, u32)> {
+        // Held until the region is in the table (see `register`).
+        let engine = self.0.mover.engine();
         let mr = self
             .0
             .mrs
-            .register(self.0.mover.device(), pd, start, length, iova, access)?;
+            .register(engine.as_ref(), pd, start, length, iova, access)?;
         let (l, r) = (mr.lkey(), mr.rkey());
         Ok((mr, l, r))
     }
@@ -443,21 +445,67 @@ pub(crate) fn show_stats(dev: &Arc<Device>, f: &mut fmt::Formatter<'_>) -> fmt::
     dev.wire_stats.show(f)
 }
 
-/// A device the module registered, with its counters in debugfs.
+/// A device the module registered, with its counters in debugfs, and the
+/// watch on its engine's device.
 pub(crate) struct CountedDevice {
     // Removed first, so that no reader finds a device going away.
     _stats: Pin<KBox<debugfs::File<Arc<Device>>>>,
     pub(crate) reg: Registration<PlxRdma>,
+    /// Dropped last: the engine's removal is heard while the registration
+    /// goes (it holds the device, not the other way round, so no cycle).
+    _engine_watch: Option<RemovalWatch>,
 }
 
 impl CountedDevice {
-    /// Keeps `reg`, its counters in `dir` as `file`.
+    /// Keeps `reg`, its counters in `dir` as `file`, and watches its
+    /// channel's device.
     pub(crate) fn new(dir: &debugfs::Dir, file: &CStr, reg: Registration<PlxRdma>) -> Result<Self> {
+        let dev = reg.driver().0.clone();
         let stats = KBox::pin_init(
-            dir.read_callback_file(file, reg.driver().0.clone(), &show_stats),
+            dir.read_callback_file(file, dev.clone(), &show_stats),
             GFP_KERNEL,
         )?;
-        Ok(Self { _stats: stats, reg })
+        let watch = match dev.mover.channel().map(|c| c.watch_removal(dev.clone())) {
+            None => None,
+            Some(Ok(w)) => Some(w),
+            // The unbind began before the watch: nobody will call it.
+            Some(Err(e)) if e == ENODEV => {
+                dev.engine_lost();
+                None
+            }
+            Some(Err(e)) => return Err(e),
+        };
+        Ok(Self {
+            _stats: stats,
+            reg,
+            _engine_watch: watch,
+        })
+    }
+}
+
+impl Device {
+    /// The channel's device is losing its driver: waits for the engine's
+    /// uses in flight, then unmaps every region from it. The regions stay
+    /// registered and the CPU moves the data from now on.
+    fn engine_lost(&self) {
+        let name = self.mover.name();
+        let Some(closed) = self.mover.close() else {
+            return;
+        };
+        let n = self.mrs.detach_all(&closed);
+        Stats::add(&self.stats.engine_losses, 1);
+        Stats::add(&self.stats.regions_unmapped, n);
+        pr_warn!(
+            "{} is going away: {} memory regions unmapped from it, the CPU moves the data from now on\n",
+            name,
+            n
+        );
+    }
+}
+
+impl RemovalSink for Device {
+    fn device_removing(this: ArcBorrow<'_, Self>) {
+        this.engine_lost();
     }
 }
 
@@ -510,6 +558,8 @@ struct PlxRdmaModule {
     /// run there, drained once the devices are gone).
     #[pin]
     devices: WithQueues<Devices>,
+    /// Dropped after the devices, which own the watches on their engines.
+    _watches: WatchScope,
 }
 
 /// A node GUID for each device: two devices that talk through one
@@ -595,6 +645,7 @@ pub(crate) fn new_device(
 impl kernel::InPlaceModule for PlxRdmaModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
+            _watches: WatchScope::new()?,
             devices <- WithQueues::new(<Self as kernel::ModuleMetadata>::NAME, Devices::new),
         })
     }

@@ -281,28 +281,30 @@ fn place(
     settle: bool,
 ) -> Result {
     let dev = &qp.dev;
-    let engine = dev.mover.payload_device(bytes.len());
-    if engine.is_none() {
-        // Not before the copies of the packets ahead of it.
-        rx.landing.settle(qp)?;
-    }
+    let engine = dev.mover.payload_engine(bytes.len());
     walk(dst, off, bytes.len(), |p, at, range| {
         let part = &bytes[range];
-        match engine {
-            Some(d) => {
-                let mapped = LinearSkb::map_for_device(rx.skb, d, part)?;
-                rx.landing.start(qp, p.mr.clone(), at, mapped)
-            }
-            None => {
-                let at = usize::try_from(at).map_err(|_| EFAULT)?;
-                p.mr.mem.write_at(at, part)?;
-                let n = part.len() as u64;
-                dev.wire_stats.rx_payload_cpu_bytes.fetch_add(n, Relaxed);
-                Ok(())
+        if let Some(e) = &engine {
+            // A region registered while the engine's device was going has
+            // no mapping for it: the CPU's, as is a payload that could not
+            // be mapped.
+            if !p.mr.mem.segments_in(e.guard()).is_empty() {
+                if let Ok(mapped) = LinearSkb::map_for_device(rx.skb, e.device(), part) {
+                    return rx
+                        .landing
+                        .start(qp, p.mr.clone(), at, mapped, e.guard().clone());
+                }
             }
         }
+        // Not before the copies of the packets ahead of it.
+        rx.landing.settle(qp)?;
+        let at = usize::try_from(at).map_err(|_| EFAULT)?;
+        p.mr.mem.write_at(at, part)?;
+        let n = part.len() as u64;
+        dev.wire_stats.rx_payload_cpu_bytes.fetch_add(n, Relaxed);
+        Ok(())
     })?;
-    if settle && engine.is_some() {
+    if settle {
         rx.landing.settle(qp)?;
     }
     Ok(())

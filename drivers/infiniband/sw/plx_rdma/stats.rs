@@ -12,7 +12,8 @@ pub(crate) struct Stats {
     pub(crate) engine_copies: Atomic<u64>,
     /// Bytes the engine moved.
     pub(crate) engine_bytes: Atomic<u64>,
-    /// Copies done by the CPU, because no channel was there.
+    /// Copies done by the CPU, because no channel was there (or its device
+    /// went, or a region was registered while it was going).
     pub(crate) cpu_copies: Atomic<u64>,
     /// Bytes the CPU moved.
     pub(crate) cpu_bytes: Atomic<u64>,
@@ -31,6 +32,11 @@ pub(crate) struct Stats {
     /// Times the channel was stopped: a copy outlasted its timeout with
     /// the channel making no progress at all.
     pub(crate) channel_stops: Atomic<u64>,
+    /// Times the channel's device lost its driver (the CPU moves the data
+    /// from then on).
+    pub(crate) engine_losses: Atomic<u64>,
+    /// Regions unmapped from a departing engine's device.
+    pub(crate) regions_unmapped: Atomic<u64>,
 }
 
 impl Stats {
@@ -46,6 +52,8 @@ impl Stats {
             datagrams_dropped: Atomic::new(0),
             slow_copies: Atomic::new(0),
             channel_stops: Atomic::new(0),
+            engine_losses: Atomic::new(0),
+            regions_unmapped: Atomic::new(0),
         }
     }
 
@@ -69,6 +77,12 @@ impl Stats {
             self.datagrams_dropped.load(Relaxed)
         )?;
         writeln!(f, "slow_copies: {}", self.slow_copies.load(Relaxed))?;
-        writeln!(f, "channel_stops: {}", self.channel_stops.load(Relaxed))
+        writeln!(f, "channel_stops: {}", self.channel_stops.load(Relaxed))?;
+        writeln!(f, "engine_losses: {}", self.engine_losses.load(Relaxed))?;
+        writeln!(
+            f,
+            "regions_unmapped: {}",
+            self.regions_unmapped.load(Relaxed)
+        )
     }
 }
