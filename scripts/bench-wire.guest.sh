@@ -6,12 +6,9 @@
 #
 #   plx-rxe  plx0 (here, 10.90.1.1) -> rxe0 (namespace far, 10.90.1.2)
 #   rxe-plx  rxe0 -> plx0
-#   plx-plx  plx1 (10.90.2.1) -> plx2 (10.90.2.2), both here: plx_rdma's
-#            devices share one UDP port per namespace, and take packets by
-#            destination address, so they need no namespace of their own;
-#            each sends out of its own netdev, so their datagrams cross the
-#            veth, and arrive from an address of this namespace (which
-#            each end accepts: accept_local)
+#   plx-plx  plx1 (here, 10.90.2.1) -> plx2 (namespace q2, 10.90.2.2):
+#            each namespace has its own UDP port and receive work item,
+#            as in the rxe-rxe pair
 #   rxe-rxe  rxe1 (namespace r1, 10.90.3.1) -> rxe2 (namespace r2,
 #            10.90.3.2): one rxe per namespace, the only way two rxe
 #            devices can talk
@@ -54,22 +51,18 @@ in_ns() {
 namespace() { $IP netns add "$1" && $IP netns exec "$1" $IP link set lo up; }
 
 setup() {
-	# lo up here too: plx1 and plx2 share this namespace, so their
-	# perftest's TCP exchange goes over it (10.90.2.2 is local).
 	mkdir -p /run/netns && $IP link set lo up &&
 		modprobe rust_plx_dma && modprobe ib_uverbs && modprobe veth && modprobe rdma_rxe &&
-		namespace far && namespace r1 && namespace r2 &&
+		namespace far && namespace r1 && namespace r2 && namespace q2 &&
 		link wvp0 - 10.90.1.1 wvp1 far 10.90.1.2 &&
-		link wvq0 - 10.90.2.1 wvq1 - 10.90.2.2 &&
-		echo 1 >/proc/sys/net/ipv4/conf/wvq0/accept_local &&
-		echo 1 >/proc/sys/net/ipv4/conf/wvq1/accept_local &&
+		link wvq0 - 10.90.2.1 wvq1 q2 10.90.2.2 &&
 		link wvr0 r1 10.90.3.1 wvr1 r2 10.90.3.2 &&
 		$IP netns exec far rdma link add rxe0 type rxe netdev wvp1 &&
 		$IP netns exec r1 rdma link add rxe1 type rxe netdev wvr0 &&
 		$IP netns exec r2 rdma link add rxe2 type rxe netdev wvr1 &&
 		rdma link add plx0 type plx netdev wvp0 &&
 		rdma link add plx1 type plx netdev wvq0 &&
-		rdma link add plx2 type plx netdev wvq1
+		$IP netns exec q2 rdma link add plx2 type plx netdev wvq1
 }
 check "wire bench: three veth pairs, plx0-2 and rxe0-2 on them" setup || finish
 
@@ -78,7 +71,7 @@ pair() {
 	case $1 in
 	plx-rxe) echo "plx0 - 10.90.1.1 rxe0 far 10.90.1.2" ;;
 	rxe-plx) echo "rxe0 far 10.90.1.2 plx0 - 10.90.1.1" ;;
-	plx-plx) echo "plx1 - 10.90.2.1 plx2 - 10.90.2.2" ;;
+	plx-plx) echo "plx1 - 10.90.2.1 plx2 q2 10.90.2.2" ;;
 	rxe-rxe) echo "rxe1 r1 10.90.3.1 rxe2 r2 10.90.3.2" ;;
 	rxe-plxcpu) echo "rxe0 far 10.90.1.2 plx0 - 10.90.1.1" ;;
 	esac
@@ -177,7 +170,7 @@ rounds "$PAIRS"
 for d in plx0 plx1 plx2; do
 	sed "s/^/# $d: /" /sys/kernel/debug/plx_rdma/"$d"
 done
-for d in wvp0 wvq0 wvq1 lo; do
+for d in wvp0 wvq0 lo; do
 	echo "# $d: $(cat /sys/class/net/$d/statistics/tx_packets) packets sent, $(cat /sys/class/net/$d/statistics/rx_packets) received"
 done
 

@@ -1050,10 +1050,11 @@ static int rib_netdev_event(struct notifier_block *nb, unsigned long event,
 
 /*
  * Registers @ibdev as @name (a printf pattern such as "plx_rdma%d"), its
- * port on the netdev of index @ifindex: -ENODEV if there is none.
+ * port on the netdev of index @ifindex in namespace @net (held by the
+ * caller): -ENODEV if there is none.
  */
 int rust_ib_device_register(struct ib_device *ibdev, const char *name,
-			    int ifindex)
+			    struct net *net, int ifindex)
 {
 	struct rust_ib_dev *rdev = to_rdev(ibdev);
 	struct net_device *ndev;
@@ -1065,7 +1066,7 @@ int rust_ib_device_register(struct ib_device *ibdev, const char *name,
 	if (ret)
 		return ret;
 	rtnl_lock();
-	ndev = __dev_get_by_index(&init_net, ifindex);
+	ndev = __dev_get_by_index(net, ifindex);
 	ret = ndev ? ib_device_set_netdev(ibdev, ndev, 1) : -ENODEV;
 	if (!ret)
 		rdev->ndev = ndev;
@@ -1131,10 +1132,11 @@ static void (*rib_unregistered_fn)(const void *ctx);
 static const void *rib_newlink_ctx;
 static struct rdma_link_ops rib_link_ops;
 
+/* ib_core holds @ndev, and so its namespace, for the call. */
 static int rib_newlink(const char *ibdev_name, struct net_device *ndev)
 {
-	return rib_newlink_fn(rib_newlink_ctx, ibdev_name, ndev->ifindex,
-			      net_eq(dev_net(ndev), &init_net));
+	return rib_newlink_fn(rib_newlink_ctx, ibdev_name, dev_net(ndev),
+			      ndev->ifindex);
 }
 
 static int rib_client_add(struct ib_device *ibdev)

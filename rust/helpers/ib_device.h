@@ -11,6 +11,7 @@
 #include <linux/types.h>
 
 struct ib_device;
+struct net;
 struct ib_cq;
 
 /* One scatter/gather entry: the layout of struct ib_sge. */
@@ -161,7 +162,7 @@ struct ib_device *rust_ib_device_alloc(const struct rust_ib_ops *ops,
 				       void *ctx,
 				       const struct rust_ib_caps *caps);
 int rust_ib_device_register(struct ib_device *ibdev, const char *name,
-			    int ifindex);
+			    struct net *net, int ifindex);
 void rust_ib_device_unregister(struct ib_device *ibdev);
 void rust_ib_device_dealloc(struct ib_device *ibdev);
 void rust_ib_device_put(struct ib_device *ibdev);
@@ -170,7 +171,7 @@ bool rust_ib_device_is_live(struct ib_device *ibdev);
 
 /* `rdma link add`: the device's name, its netdev's index, in init_net. */
 typedef int (*rust_ib_newlink_t)(const void *ctx, const char *name,
-				 int ifindex, bool initial_net);
+				 struct net *net, int ifindex);
 int rust_ib_link_register(const char *type, const void *ctx,
 			  rust_ib_newlink_t fn,
 			  void (*unregistered)(const void *ctx));

@@ -51,12 +51,15 @@ static int rust_udp_tunnel_encap_rcv(struct sock *sk, struct sk_buff *skb)
 }
 
 /*
- * A UDP socket of the initial network namespace bound to @port (host
- * order) on every IPv4 address, whose datagrams are handed to @rcv with
- * @ctx, in softirq context; the receiver owns each skb.  NULL with *err set
- * on failure (-EADDRINUSE when another stack has the port).
+ * A UDP socket of namespace @net bound to @port (host order) on every
+ * IPv4 address, whose datagrams are handed to @rcv with @ctx, in softirq
+ * context; the receiver owns each skb.  NULL with *err set on failure
+ * (-EADDRINUSE when another stack has the port).  The caller holds a
+ * reference on @net for as long as the socket is open: a kernel socket
+ * holds none.
  */
-struct rust_udp_tunnel *rust_udp_tunnel_create(u16 port, const void *ctx,
+struct rust_udp_tunnel *rust_udp_tunnel_create(struct net *net, u16 port,
+					       const void *ctx,
 					       rust_udp_rcv_t rcv, int *err)
 {
 	struct udp_port_cfg ucfg = {
@@ -76,13 +79,13 @@ struct rust_udp_tunnel *rust_udp_tunnel_create(u16 port, const void *ctx,
 	}
 	t->ctx = ctx;
 	t->rcv = rcv;
-	*err = udp_sock_create(&init_net, &ucfg, &t->sock);
+	*err = udp_sock_create(net, &ucfg, &t->sock);
 	if (*err) {
 		kfree(t);
 		return NULL;
 	}
 	tcfg.sk_user_data = t;
-	setup_udp_tunnel_sock(&init_net, t->sock->sk, &tcfg);
+	setup_udp_tunnel_sock(net, t->sock->sk, &tcfg);
 	return t;
 }
 
@@ -98,31 +101,28 @@ void rust_udp_tunnel_release(struct rust_udp_tunnel *t)
 	kfree(t);
 }
 
-/* The MTU of the initial namespace's netdev of index @ifindex; 0 if none. */
-/*
- * The index of the netdev of the initial namespace that has IPv4 address
- * @addr; 0 if none.
- */
-int rust_ipv4_ifindex(__be32 addr)
+/* The index of the netdev of @net that has IPv4 address @addr; 0 if none. */
+int rust_ipv4_ifindex(struct net *net, __be32 addr)
 {
 	struct net_device *dev;
 	int ifindex = 0;
 
 	rcu_read_lock();
-	dev = __ip_dev_find(&init_net, addr, false);
+	dev = __ip_dev_find(net, addr, false);
 	if (dev)
 		ifindex = dev->ifindex;
 	rcu_read_unlock();
 	return ifindex;
 }
 
-unsigned int rust_netdev_mtu(int ifindex)
+/* The MTU of @net's netdev of index @ifindex; 0 if none. */
+unsigned int rust_netdev_mtu(struct net *net, int ifindex)
 {
 	struct net_device *ndev;
 	unsigned int mtu = 0;
 
 	rcu_read_lock();
-	ndev = dev_get_by_index_rcu(&init_net, ifindex);
+	ndev = dev_get_by_index_rcu(net, ifindex);
 	if (ndev)
 		mtu = READ_ONCE(ndev->mtu);
 	rcu_read_unlock();

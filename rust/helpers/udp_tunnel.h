@@ -7,16 +7,18 @@
 #include <linux/types.h>
 
 struct device;
+struct net;
 
 struct rust_udp_tunnel;
 
 typedef void (*rust_udp_rcv_t)(const void *ctx, struct sk_buff *skb);
 
-struct rust_udp_tunnel *rust_udp_tunnel_create(u16 port, const void *ctx,
+struct rust_udp_tunnel *rust_udp_tunnel_create(struct net *net, u16 port,
+					       const void *ctx,
 					       rust_udp_rcv_t rcv, int *err);
 void rust_udp_tunnel_release(struct rust_udp_tunnel *t);
-unsigned int rust_netdev_mtu(int ifindex);
-int rust_ipv4_ifindex(__be32 addr);
+unsigned int rust_netdev_mtu(struct net *net, int ifindex);
+int rust_ipv4_ifindex(struct net *net, __be32 addr);
 struct sk_buff *rust_udp_tunnel_alloc4(struct rust_udp_tunnel *t, int oif,
 				       __be32 saddr, __be32 daddr, u32 len,
 				       u32 ip_len, u8 **data, int *err);

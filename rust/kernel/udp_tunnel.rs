@@ -20,6 +20,7 @@
 //! `rust/helpers/udp_tunnel.c`. All `unsafe` code of the UDP tunnel
 //! support is in this file.
 
+use crate::net_ns::NetNs;
 use core::{cell::Cell, ptr::NonNull};
 use kernel::{
     device::Device,
@@ -37,14 +38,15 @@ mod ffi {
 
     extern "C" {
         pub(super) fn rust_udp_tunnel_create(
+            net: *mut c_void,
             port: u16,
             ctx: *const c_void,
             rcv: RcvFn,
             err: *mut c_int,
         ) -> *mut c_void;
         pub(super) fn rust_udp_tunnel_release(t: *mut c_void);
-        pub(super) fn rust_netdev_mtu(ifindex: c_int) -> c_uint;
-        pub(super) fn rust_ipv4_ifindex(addr: u32) -> c_int;
+        pub(super) fn rust_netdev_mtu(net: *mut c_void, ifindex: c_int) -> c_uint;
+        pub(super) fn rust_ipv4_ifindex(net: *mut c_void, addr: u32) -> c_int;
         pub(super) fn rust_udp_tunnel_alloc4(
             t: *mut c_void,
             oif: c_int,
@@ -247,11 +249,13 @@ impl Drop for Skb {
     }
 }
 
-/// A UDP socket of the initial network namespace whose datagrams go to a
-/// `T`.
+/// A UDP socket of one network namespace whose datagrams go to a `T`.
 pub struct UdpTunnel<T: Receiver> {
     raw: NonNull<c_void>,
     rx: Arc<T>,
+    /// Held while the socket is open (a kernel socket holds none); dropped
+    /// after it is released.
+    net: NetNs,
 }
 
 // SAFETY: The C tunnel is used from any thread: sending takes no state of
@@ -278,18 +282,27 @@ unsafe extern "C" fn rcv_callback<T: Receiver>(ctx: *const c_void, skb: *mut c_v
 }
 
 impl<T: Receiver> UdpTunnel<T> {
-    /// Binds UDP `port` on every IPv4 address of the initial namespace;
-    /// `EADDRINUSE` when another socket has it.
-    pub fn new(port: u16, rx: Arc<T>) -> Result<Self> {
+    /// Binds UDP `port` on every IPv4 address of namespace `net`;
+    /// `EADDRINUSE` when another socket there has it.
+    pub fn new(net: &NetNs, port: u16, rx: Arc<T>) -> Result<Self> {
         let mut err: c_int = 0;
         let ctx = Arc::as_ptr(&rx).cast::<c_void>();
+        let net = net.clone();
         // SAFETY: `ctx` stays valid for as long as the returned tunnel
-        // lives (it keeps `rx`), and `rcv_callback::<T>` reads it as a `T`.
-        let raw = unsafe { ffi::rust_udp_tunnel_create(port, ctx, rcv_callback::<T>, &mut err) };
+        // lives (it keeps `rx`), and `rcv_callback::<T>` reads it as a `T`;
+        // the tunnel holds `net` until after the socket is released.
+        let raw = unsafe {
+            ffi::rust_udp_tunnel_create(net.as_raw(), port, ctx, rcv_callback::<T>, &mut err)
+        };
         match NonNull::new(raw) {
-            Some(raw) => Ok(Self { raw, rx }),
+            Some(raw) => Ok(Self { raw, rx, net }),
             None => Err(Error::from_errno(err)),
         }
+    }
+
+    /// The namespace of the socket.
+    pub fn net(&self) -> &NetNs {
+        &self.net
     }
 
     /// The receiver.
@@ -390,18 +403,18 @@ impl<T: Receiver> Drop for TxSkb<'_, T> {
     }
 }
 
-/// The interface index of the netdev (initial namespace) that has IPv4
-/// address `addr` (network order bytes), if any.
-pub fn ipv4_ifindex(addr: [u8; 4]) -> Option<i32> {
-    // SAFETY: The helper only reads the address tables under RCU.
-    let ifindex = unsafe { ffi::rust_ipv4_ifindex(u32::from_ne_bytes(addr)) };
+/// The interface index of the netdev of `net` that has IPv4 address
+/// `addr` (network order bytes), if any.
+pub fn ipv4_ifindex(net: &NetNs, addr: [u8; 4]) -> Option<i32> {
+    // SAFETY: `net` is held; the helper only reads its address tables
+    // under RCU.
+    let ifindex = unsafe { ffi::rust_ipv4_ifindex(net.as_raw(), u32::from_ne_bytes(addr)) };
     (ifindex > 0).then_some(ifindex)
 }
 
-/// The MTU of the initial namespace's netdev of index `ifindex`, if there
-/// is one.
-pub fn netdev_mtu(ifindex: i32) -> Option<u32> {
-    // SAFETY: A lookup by number; nothing is kept.
-    let mtu = unsafe { ffi::rust_netdev_mtu(ifindex) };
+/// The MTU of `net`'s netdev of index `ifindex`, if there is one.
+pub fn netdev_mtu(net: &NetNs, ifindex: i32) -> Option<u32> {
+    // SAFETY: `net` is held; a lookup by number, nothing is kept.
+    let mtu = unsafe { ffi::rust_netdev_mtu(net.as_raw(), ifindex) };
     (mtu != 0).then_some(mtu)
 }

@@ -204,10 +204,6 @@ check "rdma link shows plx0/1 on plxveth0, ACTIVE" sh -c \
 	'rdma link show plx0/1 | grep "state ACTIVE" | grep -q "netdev plxveth0"'
 check "rdma link add with a name already taken fails, nothing added" sh -c \
 	'! rdma link add plx0 type plx netdev plxveth0 2>/dev/null && test "$(ls /sys/class/infiniband | grep -c "^plx")" -eq 1'
-check "rdma link add on a netdev of another namespace is refused (EOPNOTSUPP)" sh -c \
-	'! /usr/sbin/ip netns exec plxpeer rdma link add plxns type plx netdev plxveth1 2>/tmp/plxns.err &&
-		grep -q "Operation not supported" /tmp/plxns.err && ! test -e /sys/class/infiniband/plxns'
-sed 's/^/# rdma link add plxns: /' /tmp/plxns.err
 check "rdma link add on no such netdev fails" sh -c '! rdma link add plx9 type plx netdev nosuchdev 2>/dev/null && ! test -e /sys/class/infiniband/plx9'
 # The link device's counters are its own debugfs file.
 STATS=/sys/kernel/debug/plx_rdma/plx0 PDEV=plx0
@@ -328,6 +324,68 @@ check "ip link del plxveth2 with plx1 on it completes" timeout 30 /usr/sbin/ip l
 check "plx1/1 is down without its netdev" sh -c "rdma link show plx1/1 | grep -q 'state DOWN'"
 check "rdma link delete plx1 (its netdev gone)" rdma link delete plx1
 /usr/sbin/ip netns exec plxpeer rdma link delete rxe1 2>/dev/null
+
+# plx to plx across namespaces: plx4 on plxveth4 here (10.82.0.1), plx5
+# made from inside namespace plxpeer2 on the far end (10.82.0.2). Each
+# namespace has its own UDP port 4791, opened by its first QP on the wire.
+pair_ns() {
+	/usr/sbin/ip netns add plxpeer2 &&
+		/usr/sbin/ip netns exec plxpeer2 /usr/sbin/ip link set lo up &&
+		/usr/sbin/ip link add plxveth4 type veth peer name plxveth5 &&
+		/usr/sbin/ip link set plxveth5 netns plxpeer2 &&
+		/usr/sbin/ip addr add 10.82.0.1/24 dev plxveth4 &&
+		/usr/sbin/ip link set plxveth4 up &&
+		/usr/sbin/ip netns exec plxpeer2 /usr/sbin/ip addr add 10.82.0.2/24 dev plxveth5 &&
+		/usr/sbin/ip netns exec plxpeer2 /usr/sbin/ip link set plxveth5 up
+}
+check "namespace plxpeer2 joined by a veth pair (10.82.0.1 - 10.82.0.2)" pair_ns
+check "rdma link add plx4 type plx netdev plxveth4" rdma link add plx4 type plx netdev plxveth4
+check "rdma link add plx5 from inside plxpeer2, on plxveth5 there" \
+	/usr/sbin/ip netns exec plxpeer2 rdma link add plx5 type plx netdev plxveth5
+check "rdma link shows plx5/1 ACTIVE on plxveth5" sh -c \
+	'/usr/sbin/ip netns exec plxpeer2 rdma link show plx5/1 | grep "state ACTIVE" | grep -q "netdev plxveth5"'
+check "a second device on plxveth5 fails (EEXIST), in its namespace too" sh -c \
+	'! /usr/sbin/ip netns exec plxpeer2 rdma link add plx6 type plx netdev plxveth5 2>/dev/null && ! test -e /sys/class/infiniband/plx6'
+has_gid plx4 "$(ipv4_gid 10.82.0.1)"
+has_gid plx5 "$(ipv4_gid 10.82.0.2)"
+# ns_pingpong: ibv_rc_pingpong -c, the plx4 server here, the plx5 client in
+# plxpeer2.
+ns_pingpong() {
+	ibv_rc_pingpong -d plx4 -g "$(wire_gid_index plx4 10.82.0.1)" -s 65536 -n 20 -c \
+		>/tmp/nspp-server.log 2>&1 &
+	srv=$!
+	sleep 1
+	timeout 120 /usr/sbin/ip netns exec plxpeer2 ibv_rc_pingpong -d plx5 \
+		-g "$(wire_gid_index plx5 10.82.0.2)" -s 65536 -n 20 -c 10.82.0.1 \
+		>/tmp/nspp-client.log 2>&1
+	crc=$?
+	[ "$crc" -eq 124 ] && kill "$srv" 2>/dev/null
+	wait "$srv"
+	src=$?
+	sed 's/^/# plx4 server: /' /tmp/nspp-server.log
+	sed 's/^/# plx5 client: /' /tmp/nspp-client.log
+	test "$crc" -eq 0 && test "$src" -eq 0 && grep -q "iters in" /tmp/nspp-client.log
+}
+p4=/sys/kernel/debug/plx_rdma/plx4 p5=/sys/kernel/debug/plx_rdma/plx5
+check "plx4 <-> plx5 across namespaces: ibv_rc_pingpong -s 65536 -c, verified" ns_pingpong
+check "plx4 <-> plx5: rping through rdma_cm, plx4 server, plx5 client in plxpeer2, verified" \
+	rping_pair 10.82.0.1 - plxpeer2
+check "each device received on its own namespace's port (plx4 rx_packets $(sed -n 's/^rx_packets: //p' $p4), plx5 $(sed -n 's/^rx_packets: //p' $p5))" \
+	test "$(sed -n 's/^rx_packets: //p' $p4)" -gt 0 -a "$(sed -n 's/^rx_packets: //p' $p5)" -gt 0
+# The namespace goes before its device: the device holds it (as a socket
+# would), so plx5 stays usable until deleted; then the namespace and its
+# veth end go, and plx4 loses its netdev's peer.
+check "ip netns del plxpeer2 with plx5 in it completes" timeout 30 /usr/sbin/ip netns del plxpeer2
+check "rdma link delete plx5 (its namespace deleted)" timeout 30 rdma link delete plx5
+ns_gone() {
+	for _ in $(seq 1 40); do
+		/usr/sbin/ip link show plxveth4 >/dev/null 2>&1 || return 0
+		sleep 0.5
+	done
+	return 1
+}
+check "then plxpeer2 is torn down: its veth pair goes (plxveth4 gone)" ns_gone
+check "rdma link delete plx4" rdma link delete plx4
 
 # A bad link: netem on both ends loses, duplicates, delays and reorders,
 # and corrupts packets.  Every transfer still completes and verifies, and

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-# Suite: the RDMA device plx_rdma through ib_core and libibverbs in the guest, its data moved by rust_plx_dma behind intel-iommu (and by the CPU without a channel): ibv_devinfo, ibv_rc_pingpong with data checks, perftest, the verbs kselftest; RoCEv2 on the wire (pingpong, perftest and rping as UDP datagrams, hostile datagrams), rdma link add, against rdma_rxe in a second namespace (both directions, two devices on one port, under netem)
+# Suite: the RDMA device plx_rdma through ib_core and libibverbs in the guest, its data moved by rust_plx_dma behind intel-iommu (and by the CPU without a channel): ibv_devinfo, ibv_rc_pingpong with data checks, perftest, the verbs kselftest; RoCEv2 on the wire (pingpong, perftest and rping as UDP datagrams, hostile datagrams), rdma link add, against rdma_rxe in a second namespace (both directions, two devices on one port, under netem), plx to plx across namespaces
 . "$(dirname "$0")/../lib.sh"
 . "$REPO/scripts/guest/lib.sh"
 

@@ -19,6 +19,7 @@ use super::{
     srq::SrqNotifier,
     types::{Caps, QpAttr, QpInit, RawRecvWr, RawSendWr, RecvWr, SendWr, Sge, SrqAttr, Wc},
 };
+use crate::net_ns::NetNs;
 use core::ptr::NonNull;
 use kernel::{
     ffi::{c_int, c_void},
@@ -204,9 +205,15 @@ impl<T: Driver> Registration<T> {
 
     /// Registers `driver` as an RDMA device named after `pattern` (e.g.
     /// `c"plx_rdma%d"`) with the limits `caps`, its port on the netdev of
-    /// interface index `ifindex` (`ENODEV` if there is none).
-    pub fn new(driver: Arc<T>, caps: &Caps, pattern: &CStr, ifindex: i32) -> Result<Self> {
-        Self::register(driver, caps, pattern, ifindex, false)
+    /// interface index `ifindex` in `net` (`ENODEV` if there is none).
+    pub fn new(
+        driver: Arc<T>,
+        caps: &Caps,
+        pattern: &CStr,
+        net: &NetNs,
+        ifindex: i32,
+    ) -> Result<Self> {
+        Self::register(driver, caps, pattern, net, ifindex, false)
     }
 
     /// As [`Self::new`], for a device that `rdma link delete` may
@@ -214,14 +221,21 @@ impl<T: Driver> Registration<T> {
     /// object), and the [`super::link::NewLink::unregistered`] of the
     /// module's link type is told, so that the driver drops this
     /// registration, which then frees it ([`Self::is_live`] is `false`).
-    pub fn new_removable(driver: Arc<T>, caps: &Caps, name: &CStr, ifindex: i32) -> Result<Self> {
-        Self::register(driver, caps, name, ifindex, true)
+    pub fn new_removable(
+        driver: Arc<T>,
+        caps: &Caps,
+        name: &CStr,
+        net: &NetNs,
+        ifindex: i32,
+    ) -> Result<Self> {
+        Self::register(driver, caps, name, net, ifindex, true)
     }
 
     fn register(
         driver: Arc<T>,
         caps: &Caps,
         pattern: &CStr,
+        net: &NetNs,
         ifindex: i32,
         removable: bool,
     ) -> Result<Self> {
@@ -241,9 +255,10 @@ impl<T: Driver> Registration<T> {
             unsafe { ffi::rust_ib_device_allow_user_unreg(raw.as_ptr()) };
         }
         // SAFETY: `raw` is a new, unregistered device; `pattern` is a valid
-        // C string for the call.
-        let ret =
-            unsafe { ffi::rust_ib_device_register(raw.as_ptr(), pattern.as_char_ptr(), ifindex) };
+        // C string for the call; `net` is held.
+        let ret = unsafe {
+            ffi::rust_ib_device_register(raw.as_ptr(), pattern.as_char_ptr(), net.as_raw(), ifindex)
+        };
         if ret != 0 {
             // SAFETY: Registration failed; the device is ours to free.
             unsafe { ffi::rust_ib_device_dealloc(raw.as_ptr()) };

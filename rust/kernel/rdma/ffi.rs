@@ -11,9 +11,9 @@ use core::mem::{offset_of, size_of};
 use kernel::ffi::{c_char, c_int, c_void};
 
 /// `rust_ib_newlink_t`: a link type's context, the device's name, its
-/// netdev's interface index, whether that is in the initial namespace.
+/// netdev's namespace (held for the call) and interface index there.
 pub(super) type NewLinkFn =
-    unsafe extern "C" fn(*const c_void, *const c_char, c_int, bool) -> c_int;
+    unsafe extern "C" fn(*const c_void, *const c_char, *mut c_void, c_int) -> c_int;
 
 // The layouts of `rust/helpers/ib_device.h`, which static_asserts the same
 // numbers: a field added or moved on one side alone fails the build.
@@ -93,6 +93,7 @@ extern "C" {
     pub(super) fn rust_ib_device_register(
         ibdev: *mut c_void,
         name: *const c_char,
+        net: *mut c_void,
         ifindex: c_int,
     ) -> c_int;
     pub(super) fn rust_ib_device_unregister(ibdev: *mut c_void);

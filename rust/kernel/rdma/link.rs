@@ -15,6 +15,7 @@
 //! that are no longer live and so frees them.
 
 use super::ffi;
+use crate::net_ns::NetNs;
 use kernel::{
     ffi::{c_char, c_int, c_void},
     prelude::*,
@@ -26,10 +27,10 @@ use kernel::{
 pub struct LinkRequest<'a> {
     /// The device's name, exactly as given (no `%d` pattern).
     pub name: &'a CStr,
-    /// The interface index of the netdev.
+    /// The netdev's network namespace (the requester's).
+    pub net: NetNs,
+    /// The interface index of the netdev, in `net`.
     pub ifindex: i32,
-    /// Whether the netdev is in the initial network namespace.
-    pub initial_net: bool,
 }
 
 /// A driver's handler of its link type.
@@ -92,20 +93,20 @@ impl<T: NewLink> Drop for LinkType<T> {
 /// # Safety
 ///
 /// `ctx` is the pointer of a live `LinkType<T>`'s handler; `name` a C
-/// string valid for the call.
+/// string valid for the call; `net` a namespace held for the call.
 unsafe extern "C" fn new_link<T: NewLink>(
     ctx: *const c_void,
     name: *const c_char,
+    net: *mut c_void,
     ifindex: c_int,
-    initial_net: bool,
 ) -> c_int {
     // SAFETY: Per the function's contract.
     let (handler, name) = unsafe { (&*ctx.cast::<T>(), CStr::from_char_ptr(name)) };
-    let req = LinkRequest {
-        name,
-        ifindex,
-        initial_net,
+    // SAFETY: ib_core holds the netdev, and so its namespace, for the call.
+    let Some(net) = (unsafe { NetNs::from_borrowed(net) }) else {
+        return EINVAL.to_errno();
     };
+    let req = LinkRequest { name, net, ifindex };
     match handler.new_link(&req) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),

@@ -11,6 +11,7 @@
 use crate::{
     module_queue::{self, QueueKind},
     net::PortHub,
+    net_ns::NetNs,
     new_device,
     rdma::link::{LinkRequest, NewLink},
     CountedDevice,
@@ -72,28 +73,20 @@ impl Links {
 
 impl NewLink for Links {
     fn new_link(&self, req: &LinkRequest<'_>) -> Result {
-        if !req.initial_net {
-            pr_err!(
-                "{}: the netdev is in another network namespace, which this version does not serve\n",
-                req.name
-            );
-            return Err(EOPNOTSUPP);
-        }
         // One device per netdev: the port hands a datagram to the device
         // whose netdev has its destination address. (Two requests for one
         // netdev at once may both pass; the second's datagrams then go
         // to the first.)
-        let taken = req.ifindex == self.param_ifindex
-            || self
-                .devices
-                .lock()
-                .iter()
-                .any(|d| d.reg.driver().0.ifindex == req.ifindex);
+        let taken = (req.net.same(&NetNs::init()) && req.ifindex == self.param_ifindex)
+            || self.devices.lock().iter().any(|d| {
+                let dev = &d.reg.driver().0;
+                dev.net.same(&req.net) && dev.ifindex == req.ifindex
+            });
         if taken {
             pr_err!("{}: the netdev has a plx_rdma device already\n", req.name);
             return Err(EEXIST);
         }
-        let reg = new_device(req.name, req.ifindex, true, &self.hub)?;
+        let reg = new_device(req.name, &req.net, req.ifindex, true, &self.hub)?;
         let name = CString::try_from(reg.name())?;
         let dev = CountedDevice::new(&self.dir, &name, reg)?;
         // Not kept (no memory): dropping it unregisters it again.

@@ -24,6 +24,7 @@
 use crate::{
     landing::{Incoming, Landing},
     module_queue::{self, QueueKind},
+    net_ns::NetNs,
     rc,
     rdma::types::qp_type,
     ud,
@@ -217,47 +218,55 @@ pub(crate) fn mtu_cap(netdev_mtu: u32) -> usize {
         .unwrap_or(256)
 }
 
-/// The module's UDP port 4791 in the initial network namespace, shared by
-/// its devices as rxe's devices share theirs: open while one of them uses
-/// the wire, each datagram handed to the device whose netdev has its
-/// destination address.
+/// The module's UDP ports 4791, one per network namespace its devices'
+/// netdevs are in, shared by the devices of a namespace as rxe's devices
+/// share theirs: open while one of them uses the wire, each datagram
+/// handed to the device whose netdev has its destination address.
 #[pin_data]
 pub(crate) struct PortHub {
     #[pin]
-    port: Mutex<Option<Arc<Port>>>,
+    ports: Mutex<KVec<Arc<Port>>>,
 }
 
 impl PortHub {
     pub(crate) fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                port <- new_mutex!(None, "plx_rdma_port_hub"),
+                ports <- new_mutex!(KVec::new(), "plx_rdma_port_hub"),
             }),
             GFP_KERNEL,
         )
     }
 
-    /// The port, opened for the first user; `dev` gets its datagrams
-    /// until as many [`Self::put`]s. `EADDRINUSE` if another stack owns
-    /// the port.
+    /// The port of `dev`'s namespace, opened for the first user there;
+    /// `dev` gets its datagrams until as many [`Self::put`]s.
+    /// `EADDRINUSE` if another stack owns the port in that namespace.
     pub(crate) fn get(&self, dev: &Arc<Device>) -> Result<Arc<Port>> {
-        let mut slot = self.port.lock();
-        let port = match &*slot {
-            Some(p) => p.clone(),
-            None => Port::new()?,
+        let mut ports = self.ports.lock();
+        let found = ports.iter().position(|p| p.tunnel.net().same(&dev.net));
+        let port = match found {
+            Some(i) => ports[i].clone(),
+            None => {
+                ports.reserve(1, GFP_KERNEL)?;
+                Port::new(&dev.net)?
+            }
         };
         port.tunnel.receiver().attach(dev)?;
-        *slot = Some(port.clone());
+        if found.is_none() {
+            // Room was reserved above.
+            let _ = ports.push_within_capacity(port.clone());
+        }
         Ok(port)
     }
 
-    /// `dev` lets the port go (its own reference dropped first); the last
-    /// user closes it.
+    /// `dev` lets its namespace's port go (its own reference dropped
+    /// first); the last user closes it.
     pub(crate) fn put(&self, dev: &Device) {
         let closing = {
-            let mut slot = self.port.lock();
-            match &*slot {
-                Some(p) if p.tunnel.receiver().detach(dev) => slot.take(),
+            let mut ports = self.ports.lock();
+            let at = ports.iter().position(|p| p.tunnel.net().same(&dev.net));
+            match at {
+                Some(i) if ports[i].tunnel.receiver().detach(dev) => ports.remove(i).ok(),
                 _ => None,
             }
         };
@@ -277,8 +286,9 @@ pub(crate) struct Port {
 }
 
 impl Port {
-    /// Opens UDP port 4791; `EADDRINUSE` if another stack owns it.
-    fn new() -> Result<Arc<Self>> {
+    /// Opens UDP port 4791 in `net`; `EADDRINUSE` if another stack owns
+    /// it there.
+    fn new(net: &NetNs) -> Result<Arc<Self>> {
         let rx = Arc::pin_init(
             try_pin_init!(Rx {
                 devices <- new_mutex!(KVec::new(), "plx_rdma_rx_devices"),
@@ -294,7 +304,7 @@ impl Port {
             }),
             GFP_KERNEL,
         )?;
-        let tunnel = UdpTunnel::new(ROCE_PORT, rx).inspect_err(|e| {
+        let tunnel = UdpTunnel::new(net, ROCE_PORT, rx).inspect_err(|e| {
             pr_warn!(
                 "cannot bind UDP port {} ({:?}): is another RoCE device (rxe) on this namespace?\n",
                 ROCE_PORT,
@@ -492,11 +502,13 @@ impl Rx {
         }
     }
 
-    /// The device whose netdev has IPv4 address `addr`.
+    /// The device whose netdev has IPv4 address `addr` (the devices of a
+    /// port are all in its namespace).
     fn device_of(&self, addr: [u8; 4]) -> Option<Arc<Device>> {
-        let ifindex = crate::udp_tunnel::ipv4_ifindex(addr)?;
-        self.devices
-            .lock()
+        let devices = self.devices.lock();
+        let (first, _) = devices.first()?;
+        let ifindex = crate::udp_tunnel::ipv4_ifindex(&first.net, addr)?;
+        devices
             .iter()
             .find(|(d, _)| d.ifindex == ifindex)
             .map(|(d, _)| d.clone())

@@ -25,6 +25,9 @@ mod dmaengine;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../../../rust/kernel/module_queue.rs"]
 mod module_queue;
+#[expect(unreachable_pub)]
+#[path = "../../../../rust/kernel/net_ns.rs"]
+mod net_ns;
 #[path = "../../../../rust/kernel/random.rs"]
 mod random;
 #[expect(unreachable_pub)]
@@ -73,6 +76,7 @@ use module_queue::WithQueues;
 use mover::Mover;
 use mr::{Mr, MrTable};
 use net::{Port, PortHub, WireStats};
+use net_ns::NetNs;
 use pd::Pd;
 use qp::Qp;
 use rdma::{
@@ -147,9 +151,13 @@ pub(crate) struct Device {
     pub(crate) mover: Mover,
     pub(crate) stats: Stats,
     pub(crate) wire_stats: WireStats,
-    /// The module's UDP port, shared with its other devices.
+    /// The module's UDP ports, one per namespace, shared with its other
+    /// devices.
     hub: Arc<PortHub>,
-    /// The port's netdev (initial namespace).
+    /// The namespace of the port's netdev: held, as a socket holds its
+    /// namespace, until the device goes.
+    pub(crate) net: NetNs,
+    /// The port's netdev, in `net`.
     pub(crate) ifindex: i32,
     /// Peers on the port's own GIDs are reached over the wire too.
     pub(crate) wire_local: bool,
@@ -165,7 +173,13 @@ pub(crate) struct Device {
 }
 
 impl Device {
-    fn new(mover: Mover, ifindex: i32, wire_local: bool, hub: Arc<PortHub>) -> Result<Arc<Self>> {
+    fn new(
+        mover: Mover,
+        net: NetNs,
+        ifindex: i32,
+        wire_local: bool,
+        hub: Arc<PortHub>,
+    ) -> Result<Arc<Self>> {
         let mut qps = KVec::with_capacity(MAX_QP as usize, GFP_KERNEL)?;
         for _ in 0..MAX_QP {
             qps.push(None, GFP_KERNEL)?;
@@ -179,6 +193,7 @@ impl Device {
                 stats: Stats::new(),
                 wire_stats: WireStats::new(),
                 hub,
+                net,
                 ifindex,
                 wire_local,
                 pds: Atomic::new(0),
@@ -205,7 +220,7 @@ impl Device {
 
     /// Payload bytes a packet may carry on the port's netdev at most.
     pub(crate) fn mtu_cap(&self) -> usize {
-        net::mtu_cap(udp_tunnel::netdev_mtu(self.ifindex).unwrap_or(1500))
+        net::mtu_cap(udp_tunnel::netdev_mtu(&self.net, self.ifindex).unwrap_or(1500))
     }
 
     /// The live QP numbered `qpn`.
@@ -529,7 +544,7 @@ impl Devices {
             i => Some(CountedDevice::new(
                 &dir,
                 c"stats",
-                new_device(c"plx_rdma%d", i, false, &hub)?,
+                new_device(c"plx_rdma%d", &NetNs::init(), i, false, &hub)?,
             )?),
         };
         let links = LinkType::new(c"plx", Links::new(dir, hub, ifindex)?)?;
@@ -570,9 +585,10 @@ fn node_guid() -> u64 {
 
 /// Takes a channel (unless told not to) and registers a device named
 /// `name` (a `%d` pattern for the parameters' device), its port on the
-/// netdev of index `ifindex`; `removable`: for `rdma link delete`.
+/// netdev of index `ifindex` in `net`; `removable`: for `rdma link delete`.
 pub(crate) fn new_device(
     name: &CStr,
+    net: &NetNs,
     ifindex: i32,
     removable: bool,
     hub: &Arc<PortHub>,
@@ -598,6 +614,7 @@ pub(crate) fn new_device(
             module_parameters::copy_timeout_ms.value().max(1),
             module_parameters::wire_engine_min.value(),
         )?,
+        net.clone(),
         ifindex,
         module_parameters::wire_local.value(),
         hub.clone(),
@@ -622,9 +639,9 @@ pub(crate) fn new_device(
     };
     let driver = Arc::new(PlxRdma(dev), GFP_KERNEL)?;
     let reg = if removable {
-        Registration::new_removable(driver, &caps, name, ifindex)
+        Registration::new_removable(driver, &caps, name, net, ifindex)
     } else {
-        Registration::new(driver, &caps, name, ifindex)
+        Registration::new(driver, &caps, name, net, ifindex)
     }
     .inspect_err(|e| {
         pr_err!(
