@@ -40,6 +40,10 @@ pub trait Driver: Send + Sync + Sized + 'static {
     type Cq: Send + Sync;
     /// A memory region.
     type Mr: Send + Sync;
+    /// What a deregistration hands back, dropped only after the
+    /// abstraction dropped its references to the region (so the region's
+    /// own drop, if it is the last, happens while it lives).
+    type MrRelease;
     /// A queue pair.
     type Qp: Send + Sync;
     /// A shared receive queue.
@@ -82,8 +86,9 @@ pub trait Driver: Send + Sync + Sized + 'static {
     ) -> Result<(Arc<Self::Mr>, u32, u32)>;
 
     /// Deregisters a memory region. On success the abstraction drops its
-    /// reference; on error the region stays registered.
-    fn dereg_mr(&self, mr: &Arc<Self::Mr>) -> Result;
+    /// references, then the returned value; on error the region stays
+    /// registered.
+    fn dereg_mr(&self, mr: &Arc<Self::Mr>) -> Result<Self::MrRelease>;
 
     /// Creates a QP on `pd` with its CQs, receiving from `srq` if it has
     /// one; lowers `init`'s capabilities to what it grants. Returns the QP
@@ -562,11 +567,15 @@ unsafe extern "C" fn dereg_mr<T: Driver>(ctx: *const c_void, mr: *mut c_void) ->
     // SAFETY: A live device context.
     let r = unsafe { driver::<T>(ctx) }.dereg_mr(&this);
     drop(this);
-    if r.is_ok() {
-        // SAFETY: Deregistered: the container gives its reference up.
-        drop(unsafe { take_priv::<T::Mr>(mr) });
+    match r {
+        Ok(release) => {
+            // SAFETY: Deregistered: the container gives its reference up.
+            drop(unsafe { take_priv::<T::Mr>(mr) });
+            drop(release);
+            0
+        }
+        Err(e) => e.to_errno(),
     }
-    errno(r)
 }
 
 /// # Safety

@@ -441,6 +441,11 @@ impl Engine<'_> {
     pub(crate) fn guard(&self) -> &GateGuard {
         &self.guard
     }
+
+    /// The guard alone, to hold the engine's mappings past this use.
+    pub(crate) fn into_guard(self) -> GateGuard {
+        self.guard
+    }
 }
 
 /// Copies of a burst between which the engine is asked for an interrupt.

@@ -73,7 +73,7 @@ use kernel::{
 };
 use links::Links;
 use module_queue::WithQueues;
-use mover::Mover;
+use mover::{Engine, Mover};
 use mr::{Mr, MrTable};
 use net::{Port, PortHub, WireStats};
 use net_ns::NetNs;
@@ -88,6 +88,7 @@ use rdma::{
 };
 use srq::Srq;
 use stats::Stats;
+use user_pages::GateGuard;
 
 module! {
     type: PlxRdmaModule,
@@ -254,6 +255,7 @@ impl Driver for PlxRdma {
     type Pd = Pd;
     type Cq = Cq;
     type Mr = Mr;
+    type MrRelease = Option<GateGuard>;
     type Qp = Qp;
     type Srq = Srq;
 
@@ -317,8 +319,13 @@ impl Driver for PlxRdma {
         Ok((mr, l, r))
     }
 
-    fn dereg_mr(&self, mr: &Arc<Mr>) -> Result {
-        self.0.mrs.deregister(mr)
+    fn dereg_mr(&self, mr: &Arc<Mr>) -> Result<Option<GateGuard>> {
+        // Held until the region's last reference is gone, which unmaps it:
+        // the engine's removal, which sweeps only the table, waits for
+        // that too.
+        let engine = self.0.mover.engine().map(Engine::into_guard);
+        self.0.mrs.deregister(mr)?;
+        Ok(engine)
     }
 
     fn create_qp(
