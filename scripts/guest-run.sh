@@ -23,6 +23,8 @@
 #     -a SRC:DST     copy SRC into the initramfs at DST (repeatable)
 #     -q ARG         one more argument for QEMU (repeatable; e.g. a NIC and
 #                    its network backend)
+#     -A ARG         one more kernel command-line argument, after the
+#                    usual ones (repeatable; e.g. swiotlb=force)
 #     -i             interactive: the console is this terminal (make shell)
 #     -I             count instructions: QEMU's icount with shift 0, under
 #                    which the guest clock advances one nanosecond per guest
@@ -36,8 +38,8 @@
 . "$(dirname "$0")/lib.sh"
 
 name=guest flavour=test timeout=900 interactive=0 ctl= icount=()
-devices=() extras=() qemu_extra=()
-while getopts "n:k:t:d:a:c:q:iI" opt; do
+devices=() extras=() qemu_extra=() kernel_extra=()
+while getopts "n:k:t:d:a:c:q:A:iI" opt; do
 	case "$opt" in
 	n) name=$OPTARG ;;
 	k) flavour=$OPTARG ;;
@@ -46,9 +48,10 @@ while getopts "n:k:t:d:a:c:q:iI" opt; do
 	a) extras+=("$OPTARG") ;;
 	c) ctl=$OPTARG ;;
 	q) qemu_extra+=("$OPTARG") ;;
+	A) kernel_extra+=("$OPTARG") ;;
 	i) interactive=1 ;;
 	I) icount=(-icount shift=0,sleep=off) ;;
-	*) die "usage: guest-run.sh [-n NAME] [-k FLAVOUR] [-t S] [-d NAME=CMD] [-a SRC:DST] [-i] [-I] SCRIPT" ;;
+	*) die "usage: guest-run.sh [-n NAME] [-k FLAVOUR] [-t S] [-d NAME=CMD] [-a SRC:DST] [-q ARG] [-A ARG] [-i] [-I] SCRIPT" ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -110,6 +113,7 @@ append+=" kmemleak=on hung_task_panic=0"
 # KASAN report the 5-level direct map as a wild access (seen once in a dozen
 # boots, in handle_edge_irq under identify_cpu).  Nothing here needs LA57.
 append+=" no5lvl"
+[ "${#kernel_extra[@]}" -gt 0 ] && append+=" ${kernel_extra[*]}"
 qemu=(qemu-system-x86_64 -machine q35,memory-backend=mem,kernel-irqchip=split -accel tcg "${icount[@]}"
 	-cpu max -smp 2 -m 1G -object memory-backend-memfd,id=mem,size=1G,share=on
 	-device intel-iommu,caching-mode=on,intremap=on

@@ -164,9 +164,15 @@ static int rust_user_dma_map_pages(struct rust_user_dma *ud, struct device *dev)
 {
 	int ret;
 
+	/*
+	 * No segment longer than one mapping may be either (a bounce
+	 * buffer's slot run is 256 KiB).
+	 */
 	ret = sg_alloc_table_from_pages_segment(&ud->sgt, ud->pages, ud->npages,
 						ud->offset, ud->len,
-						dma_get_max_seg_size(dev),
+						min_t(size_t,
+						      dma_get_max_seg_size(dev),
+						      dma_max_mapping_size(dev)),
 						GFP_KERNEL);
 	if (ret)
 		return ret;
@@ -207,6 +213,45 @@ void rust_user_dma_detach(struct rust_user_dma *ud)
 	sg_free_table(&ud->sgt);
 	put_device(ud->dev);
 	ud->dev = NULL;
+}
+
+/*
+ * Syncs bytes [@off, @off + @len) of @ud's range, through the DMA
+ * segments that hold them, for the device (@for_device: what the CPU wrote
+ * becomes visible to it) or for the CPU (what it wrote becomes visible to
+ * the CPU).  Only those bytes: a bounce buffer copied back whole would
+ * overwrite what user space wrote elsewhere in the range meanwhile.
+ * Nothing to do where the device's mappings need no sync (coherent,
+ * nothing bounced).
+ */
+void rust_user_dma_sync(struct rust_user_dma *ud, size_t off, size_t len,
+			bool for_device)
+{
+	struct scatterlist *sg;
+	size_t at = 0, end = off + len;
+	unsigned int i;
+
+	if (!ud->dev || !len || !dma_dev_need_sync(ud->dev))
+		return;
+	for_each_sgtable_dma_sg(&ud->sgt, sg, i) {
+		size_t seg = sg_dma_len(sg), from, to;
+
+		if (at >= end)
+			break;
+		if (at + seg > off) {
+			from = max(off, at) - at;
+			to = min(end, at + seg) - at;
+			if (for_device)
+				dma_sync_single_for_device(ud->dev,
+					sg_dma_address(sg) + from, to - from,
+					ud->dir);
+			else
+				dma_sync_single_for_cpu(ud->dev,
+					sg_dma_address(sg) + from, to - from,
+					ud->dir);
+		}
+		at += seg;
+	}
 }
 
 /* DMA segments of the mapping (the IOMMU may have merged pages). */

@@ -16,6 +16,8 @@ struct rust_user_dma *rust_user_dma_map(struct device *dev, unsigned long uaddr,
 					int *err);
 int rust_user_dma_attach(struct rust_user_dma *ud, struct device *dev);
 void rust_user_dma_detach(struct rust_user_dma *ud);
+void rust_user_dma_sync(struct rust_user_dma *ud, size_t off, size_t len,
+			bool for_device);
 bool rust_user_dma_dev_bound(struct device *dev);
 unsigned int rust_user_dma_nents(const struct rust_user_dma *ud);
 unsigned int rust_user_dma_segments(const struct rust_user_dma *ud,

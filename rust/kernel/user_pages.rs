@@ -55,6 +55,7 @@ mod ffi {
         ) -> *mut c_void;
         pub(super) fn rust_user_dma_attach(ud: *mut c_void, dev: *mut c_void) -> c_int;
         pub(super) fn rust_user_dma_detach(ud: *mut c_void);
+        pub(super) fn rust_user_dma_sync(ud: *mut c_void, off: usize, len: usize, for_device: bool);
         pub(super) fn rust_user_dma_dev_bound(dev: *mut c_void) -> bool;
         pub(super) fn rust_user_dma_nents(ud: *const c_void) -> c_uint;
         pub(super) fn rust_user_dma_segments(
@@ -285,6 +286,27 @@ impl UserDma {
         this.gate = Some(guard.gate().clone());
         this.attached = Atomic::new(true);
         Ok(this)
+    }
+
+    /// Makes bytes `[off, off + len)` of a range mapped under `guard`'s
+    /// gate what the device sees (`for_device`: before it reads or writes
+    /// them) or what the CPU sees (after it wrote them). A no-op where the
+    /// mapping needs no sync (coherent, nothing bounced), for a range not
+    /// mapped under that gate, and for bytes outside the range.
+    pub fn sync_in(&self, guard: &GateGuard, off: u64, len: u64, for_device: bool) {
+        if !self.gate.as_deref().is_some_and(|g| guard.opens(g)) {
+            return;
+        }
+        let Ok(off) = usize::try_from(off) else {
+            return;
+        };
+        let len = usize::try_from(len)
+            .unwrap_or(usize::MAX)
+            .min(self.len.saturating_sub(off));
+        // SAFETY: `raw` is live (type invariant); the guard keeps the
+        // gate from draining, so `detach` cannot change the mapping
+        // meanwhile; the helper reads the mapping and syncs within it.
+        unsafe { ffi::rust_user_dma_sync(self.raw.as_ptr(), off, len, for_device) };
     }
 
     /// Unmaps a range mapped under `closed`'s gate from its device and

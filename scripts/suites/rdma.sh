@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-# Suite: the RDMA device plx_rdma through ib_core and libibverbs in the guest, its data moved by rust_plx_dma behind intel-iommu (and by the CPU without a channel): ibv_devinfo, ibv_rc_pingpong with data checks, perftest, the verbs kselftest; RoCEv2 on the wire (pingpong, perftest and rping as UDP datagrams, hostile datagrams), rdma link add, against rdma_rxe in a second namespace (both directions, two devices on one port, under netem), plx to plx across namespaces
+# Suite: the RDMA device plx_rdma through ib_core and libibverbs in the guest, its data moved by rust_plx_dma behind intel-iommu (and by the CPU without a channel): ibv_devinfo, ibv_rc_pingpong with data checks, perftest, the verbs kselftest; RoCEv2 on the wire (pingpong, perftest and rping as UDP datagrams, hostile datagrams), rdma link add, against rdma_rxe in a second namespace (both directions, two devices on one port, under netem), plx to plx across namespaces; then, in a second boot with every streaming mapping bounced (swiotlb=force), verbs_test's WRITE, READ and SEND of 4 KiB to 1 MiB verified on the loopback fabric and from the wire
 . "$(dirname "$0")/../lib.sh"
 . "$REPO/scripts/guest/lib.sh"
 
@@ -42,4 +42,11 @@ rc=0
 run_emulated_guest rdma 2 "$timeout" "$REPO/scripts/suites/rdma.guest.sh" "${extras[@]}" || rc=$?
 guest_points rdma
 check "rdma guest ran to the end with status 0, no splat" test "$rc" -eq 0
+# A second boot with every streaming mapping bounced: the engine's copies
+# see the bytes of the moment only if plx_rdma syncs them.
+rc=0
+run_emulated_guest rdma-bounce 1 600 "$REPO/scripts/suites/rdma-bounce.guest.sh" "${extras[@]}" \
+	-A iommu.passthrough=1 -A swiotlb=force || rc=$?
+guest_points rdma-bounce
+check "rdma-bounce guest ran to the end with status 0, no splat" test "$rc" -eq 0
 finish

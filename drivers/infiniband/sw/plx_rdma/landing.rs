@@ -150,6 +150,11 @@ impl Landing {
                     },
                 }
             };
+            for p in copies.iter() {
+                p.dst
+                    .mem
+                    .sync_in(&p.gate, p.at, u64::from(p.src.len()), true);
+            }
             let ended = match &engine {
                 // SAFETY: Each span's destination is a region's mapping for
                 // the engine's device, valid while the entry's guard lives
@@ -174,6 +179,11 @@ impl Landing {
                 }
             };
             for (i, p) in copies.drain_all().enumerate() {
+                // What the engine wrote (a failed copy: part of it) is
+                // made the CPU's.
+                p.dst
+                    .mem
+                    .sync_in(&p.gate, p.at, u64::from(p.src.len()), false);
                 if failed & (1 << i) != 0 {
                     p.qp.state.lock().rc.landing_failed = true;
                 } else {

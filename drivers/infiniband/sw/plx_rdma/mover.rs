@@ -193,11 +193,21 @@ impl Mover {
             // A region registered while the engine's device was going is
             // the CPU's.
             if !d.is_empty() && !s.is_empty() {
+                let g = &engine.guard;
+                src.sync_in(g, src_off, len, true);
+                dst.sync_in(g, dst_off, len, true);
                 // SAFETY: Both lists are the regions' mappings for the
                 // channel's device, valid while `engine` holds the gate
                 // (until this returns); the regions are held by the caller
                 // for this call, and it checked the ranges.
-                return unsafe { self.engine_copy(&engine, stats, d, dst_off, s, src_off, len) };
+                let copied =
+                    unsafe { self.engine_copy(&engine, stats, d, dst_off, s, src_off, len) };
+                // The engine may still write a region it could not be
+                // stopped on: nothing of it is read back then.
+                if copied != Err(CopyError::Stuck) {
+                    dst.sync_in(g, dst_off, len, false);
+                }
+                return copied;
             }
         }
         let (d, s, n) = (to_usize(dst_off)?, to_usize(src_off)?, to_usize(len)?);

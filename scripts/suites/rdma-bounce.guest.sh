@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: GPL-2.0
+# Guest half of suite "rdma", second boot: every streaming DMA mapping
+# bounced (swiotlb=force, the IOMMU in passthrough), so that a mapping
+# made once at registration shows stale bytes to the engine, and the CPU
+# stale bytes from it, unless plx_rdma syncs the bytes of each copy. The
+# engine moves the bytes of verbs_test's transfers, on the loopback fabric
+# and from the wire, and each is compared with its source.
+. /guest/lib.sh
+
+export PATH=/usr/bin:/usr/sbin:$PATH
+STATS=/sys/kernel/debug/plx_rdma/stats
+stat() { sed -n "s/^$1: //p" "$STATS"; }
+IP=10.77.0.1
+IFINDEX=$(roce_netdev "$IP")
+. /guest/roce.sh
+
+check "the kernel bounces every streaming mapping (swiotlb=force)" \
+	grep -qw swiotlb=force /proc/cmdline
+check "modprobe rust_plx_dma, ib_uverbs" sh -c 'modprobe rust_plx_dma && modprobe ib_uverbs'
+# bounced_transfers: verbs_test's WRITE, READ and SEND cases from 4 KiB to
+# 1 MiB on plx_rdma0, each destination compared with its source (the
+# buffers are filled before they are registered, so a destination whose
+# bytes stay in the bounce buffer keeps its canary).
+CASES="write_4KiB write_64KiB_3 write_1MiB read_4KiB read_64KiB_3 read_1MiB send_4KiB send_64KiB_3 send_1MiB"
+bounced_transfers() {
+	args=
+	for c in $CASES; do args="$args -t $c"; done
+	# shellcheck disable=SC2086
+	PLX_RDMA_DEV=plx_rdma0 timeout 300 verbs_test $args >/tmp/bounce-verbs.tap 2>&1
+	rc=$?
+	grep -E '^(not )?ok |^# (PASSED|FAILED|Totals)' /tmp/bounce-verbs.tap | sed 's/^/# verbs_test: /'
+	grep -E '^# .*(Expected|memory=)' /tmp/bounce-verbs.tap | sed 's/^/# verbs_test: /' | head -n 20
+	test "$rc" -eq 0 && grep -q "^# PASSED: 9 / 9 tests passed" /tmp/bounce-verbs.tap
+}
+for mode in ${BOUNCE_MODES:-fabric wire}; do
+	if [ "$mode" = wire ]; then
+		check "modprobe plx_rdma wire_local=1 (received payloads placed by the engine)" \
+			modprobe plx_rdma ifindex="$IFINDEX" wire_local=1
+	else
+		check "modprobe plx_rdma (the loopback fabric)" modprobe plx_rdma ifindex="$IFINDEX"
+	fi
+	has_gid plx_rdma0 "$(ipv4_gid "$IP")"
+	check "$mode: plx_rdma0 moves data with a rust_plx_dma channel" \
+		sh -c "grep -q '^data_path: dma[0-9]*chan0' $STATS"
+	check "$mode: verbs_test WRITE, READ and SEND of 4 KiB to 1 MiB through bounce buffers, each verified" \
+		bounced_transfers
+	sed 's/^/# stats: /' "$STATS" | grep -E 'engine|cpu|rx_payload'
+	if [ "$mode" = wire ]; then
+		check "wire: the engine placed the received payloads ($(stat rx_payload_engine_bytes) bytes)" \
+			test "$(stat rx_payload_engine_bytes)" -gt 0
+	else
+		check "fabric: the engine moved the data (engine_copies $(stat engine_copies))" \
+			test "$(stat engine_copies)" -gt 0
+	fi
+	check "rmmod plx_rdma ($mode)" rmmod plx_rdma
+done
+check "rmmod rust_plx_dma" rmmod rust_plx_dma
+finish
