@@ -10,19 +10,7 @@
 
 # wire_pingpong SIZE N: ibv_rc_pingpong server and client on plx_rdma0,
 # connected through IP's RoCE v2 GID, every buffer checked.
-wire_pingpong() {
-	size=$1 n=$2
-	ibv_rc_pingpong -d plx_rdma0 -g "$GIDX" -s "$size" -n "$n" -c >/tmp/wpp-server.log 2>&1 &
-	srv=$!
-	sleep 1
-	timeout 120 ibv_rc_pingpong -d plx_rdma0 -g "$GIDX" -s "$size" -n "$n" -c "$IP" >/tmp/wpp-client.log 2>&1
-	crc=$?
-	wait "$srv"
-	src=$?
-	sed 's/^/# wire pingpong server: /' /tmp/wpp-server.log
-	sed 's/^/# wire pingpong client: /' /tmp/wpp-client.log
-	test "$crc" -eq 0 && test "$src" -eq 0 && grep -q "iters in" /tmp/wpp-client.log
-}
+wire_pingpong() { pingpong_pair wpp "$1" "$2" "$IP" - plx_rdma0 "$GIDX" - plx_rdma0 "$GIDX"; }
 
 # trace_wire WHAT: the requester's and responder's troubles so far, after
 # WHAT (a run that fails under load says where its retries went).
@@ -133,24 +121,10 @@ check "UDP port 4791 is closed with the device" sh -c "! grep -q ':12B7 ' /proc/
 interop_pingpong() {
 	# interop_pingpong SERVER-SIDE: "plx" or "rxe"; the client is the other.
 	if [ "$1" = plx ]; then
-		ibv_rc_pingpong -d "$PDEV" -g "$PGIDX" -s 4096 -n 20 -c >/tmp/ipp-server.log 2>&1 &
-		srv=$!
-		sleep 1
-		timeout "${PP_TIMEOUT:-120}" /usr/sbin/ip netns exec plxpeer ibv_rc_pingpong -d rxe0 -g "$RGIDX" -s 4096 -n 20 -c 10.78.0.1 >/tmp/ipp-client.log 2>&1
+		pingpong_pair ipp 4096 20 10.78.0.1 - "$PDEV" "$PGIDX" plxpeer rxe0 "$RGIDX"
 	else
-		/usr/sbin/ip netns exec plxpeer ibv_rc_pingpong -d rxe0 -g "$RGIDX" -s 4096 -n 20 -c >/tmp/ipp-server.log 2>&1 &
-		srv=$!
-		sleep 1
-		timeout "${PP_TIMEOUT:-120}" ibv_rc_pingpong -d "$PDEV" -g "$PGIDX" -s 4096 -n 20 -c 10.78.0.2 >/tmp/ipp-client.log 2>&1
+		pingpong_pair ipp 4096 20 10.78.0.2 plxpeer rxe0 "$RGIDX" - "$PDEV" "$PGIDX"
 	fi
-	crc=$?
-	# A client that timed out leaves a server that may wait for ever.
-	[ "$crc" -eq 124 ] && kill "$srv" 2>/dev/null
-	wait "$srv"
-	src=$?
-	sed "s/^/# interop server ($1): /" /tmp/ipp-server.log
-	sed "s/^/# interop client: /" /tmp/ipp-client.log
-	test "$crc" -eq 0 && test "$src" -eq 0 && grep -q "iters in" /tmp/ipp-client.log
 }
 # lossy_pingpong SERVER-SIDE: interop_pingpong on a lossy link, once more
 # if the only failure is the one a lossy link makes of ibv_rc_pingpong
@@ -162,7 +136,14 @@ interop_pingpong() {
 # a client still waiting after 45 s counts as that too. Any other
 # failure, or that one twice, fails.
 lossy_pingpong() {
-	PP_TIMEOUT=45 interop_pingpong "$1" && return 0
+	PP_TIMEOUT=45
+	lossy_pingpong_once "$1"
+	ret=$?
+	unset PP_TIMEOUT
+	return "$ret"
+}
+lossy_pingpong_once() {
+	interop_pingpong "$1" && return 0
 	grep -q "iters in" /tmp/ipp-server.log || return 1
 	if [ "$crc" -eq 124 ]; then
 		echo "# the server finished and left; the client still waited after 45 s"
@@ -171,7 +152,7 @@ lossy_pingpong() {
 		echo "# the server finished and left, the last acknowledge was lost"
 	fi
 	echo "# once more"
-	PP_TIMEOUT=45 interop_pingpong "$1"
+	interop_pingpong "$1"
 }
 # veth_pair NEAR FAR NEAR-IP FAR-IP: a veth pair, NEAR here with NEAR-IP/24
 # and FAR in namespace plxpeer with FAR-IP/24, both up.
@@ -351,20 +332,8 @@ has_gid plx5 "$(ipv4_gid 10.82.0.2)"
 # ns_pingpong: ibv_rc_pingpong -c, the plx4 server here, the plx5 client in
 # plxpeer2.
 ns_pingpong() {
-	ibv_rc_pingpong -d plx4 -g "$(wire_gid_index plx4 10.82.0.1)" -s 65536 -n 20 -c \
-		>/tmp/nspp-server.log 2>&1 &
-	srv=$!
-	sleep 1
-	timeout 120 /usr/sbin/ip netns exec plxpeer2 ibv_rc_pingpong -d plx5 \
-		-g "$(wire_gid_index plx5 10.82.0.2)" -s 65536 -n 20 -c 10.82.0.1 \
-		>/tmp/nspp-client.log 2>&1
-	crc=$?
-	[ "$crc" -eq 124 ] && kill "$srv" 2>/dev/null
-	wait "$srv"
-	src=$?
-	sed 's/^/# plx4 server: /' /tmp/nspp-server.log
-	sed 's/^/# plx5 client: /' /tmp/nspp-client.log
-	test "$crc" -eq 0 && test "$src" -eq 0 && grep -q "iters in" /tmp/nspp-client.log
+	pingpong_pair nspp 65536 20 10.82.0.1 - plx4 "$(wire_gid_index plx4 10.82.0.1)" \
+		plxpeer2 plx5 "$(wire_gid_index plx5 10.82.0.2)"
 }
 p4=/sys/kernel/debug/plx_rdma/plx4 p5=/sys/kernel/debug/plx_rdma/plx5
 check "plx4 <-> plx5 across namespaces: ibv_rc_pingpong -s 65536 -c, verified" ns_pingpong

@@ -34,19 +34,7 @@ check "ibv_devinfo opens plx_rdma0 through its provider (PORT_ACTIVE)" grep -q '
 
 # ibv_rc_pingpong: RC SEND/RECV both ways over the loopback fabric, every
 # buffer checked (--chk), for several sizes.
-pingpong() {
-	size=$1 n=$2
-	ibv_rc_pingpong -d plx_rdma0 -g 0 -s "$size" -n "$n" -c >/tmp/pp-server.log 2>&1 &
-	srv=$!
-	sleep 1
-	ibv_rc_pingpong -d plx_rdma0 -g 0 -s "$size" -n "$n" -c 127.0.0.1 >/tmp/pp-client.log 2>&1
-	crc=$?
-	wait "$srv"
-	src=$?
-	sed 's/^/# pingpong server: /' /tmp/pp-server.log
-	sed 's/^/# pingpong client: /' /tmp/pp-client.log
-	test "$crc" -eq 0 && test "$src" -eq 0 && grep -q "iters in" /tmp/pp-client.log
-}
+pingpong() { pingpong_pair pp "$1" "$2" 127.0.0.1 - plx_rdma0 0 - plx_rdma0 0; }
 before=$(stat engine_copies)
 for s in 1 4096 65536 1048576; do
 	check "ibv_rc_pingpong -s $s -c: both sides exchange and verify" pingpong "$s" 20

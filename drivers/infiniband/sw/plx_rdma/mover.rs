@@ -160,9 +160,14 @@ impl Mover {
     /// The channel's device lost its driver: no new use of the engine
     /// begins, and this sleeps until the uses in flight ended. The proof
     /// returned lets the caller unmap what was mapped for the engine
-    /// ([`UserDma::detach`]). `None` without a channel.
+    /// ([`UserDma::detach`]). `None` without a channel, or when it was
+    /// closed before (the function bound again and unbound once more: the
+    /// device did not take the channel back).
     pub(crate) fn close(&self) -> Option<ClosedGate<'_>> {
         self.chan.as_ref()?;
+        if self.gate.is_closed() {
+            return None;
+        }
         Some(self.gate.close())
     }
 
