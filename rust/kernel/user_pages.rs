@@ -190,29 +190,15 @@ fn check_bound(dev: *mut c_void) -> Result {
 }
 
 impl UserDma {
-    /// Pins `len` bytes of the current process's memory at `uaddr` and maps
-    /// them for `dev`.
+    /// Pins `len` bytes of the current process's memory at `uaddr` for the
+    /// CPU only ([`Self::cpu_copy`]): no device mapping, no segments;
+    /// [`Self::attach`] maps them later.
     ///
-    /// Errors: `ENODEV` when `dev`'s driver is not bound (or is being
-    /// unbound), `EINVAL` for an empty or wrapping range, `EFAULT` when part
+    /// Errors: `EINVAL` for an empty or wrapping range, `EFAULT` when part
     /// of the range is unmapped (or read-only and `access` is
     /// [`Access::FromDevice`]) or outside user space, `ENOMEM` when the
     /// pages would take the process beyond `RLIMIT_MEMLOCK` (and it lacks
-    /// `CAP_IPC_LOCK`) or memory is short, or the error of the DMA API.
-    pub fn map(
-        dev: &Device,
-        uaddr: usize,
-        len: usize,
-        access: Access,
-        duration: PinDuration,
-    ) -> Result<Self> {
-        Self::pin_and_map(Some(dev), uaddr, len, access, duration)
-    }
-
-    /// Pins `len` bytes of the current process's memory at `uaddr` for the
-    /// CPU only ([`Self::cpu_copy`]): no device mapping, no segments.
-    ///
-    /// Errors as for [`Self::map`].
+    /// `CAP_IPC_LOCK`) or memory is short.
     pub fn pin(uaddr: usize, len: usize, access: Access, duration: PinDuration) -> Result<Self> {
         Self::pin_and_map(None, uaddr, len, access, duration)
     }
@@ -266,12 +252,14 @@ impl UserDma {
         Ok(this)
     }
 
-    /// Pins and maps as [`Self::map`], under `guard`'s gate: the segments
-    /// are given only to holders of the gate's guards
-    /// ([`Self::segments_in`]), and [`Self::detach`] unmaps the range once
-    /// the gate is closed, while it stays pinned.
+    /// Pins `len` bytes of the current process's memory at `uaddr` and maps
+    /// them for `dev`, under `guard`'s gate: the segments are given only to
+    /// holders of the gate's guards ([`Self::segments_in`]), and
+    /// [`Self::detach`] unmaps the range once the gate is closed, while it
+    /// stays pinned.
     ///
-    /// Errors as for [`Self::map`].
+    /// Errors as for [`Self::pin`], and `ENODEV` when `dev`'s driver is
+    /// not bound (or is being unbound), or the error of the DMA API.
     pub fn map_gated(
         guard: &GateGuard,
         dev: &Device,
@@ -484,7 +472,7 @@ impl UserDma {
         Ok(())
     }
 
-    /// Pages the range `[uaddr, uaddr + len)` spans, as [`Self::map`] would
+    /// Pages the range `[uaddr, uaddr + len)` spans, as [`Self::pin`] would
     /// pin them; `None` if the range wraps.
     pub fn pages_spanned(uaddr: usize, len: usize) -> Option<usize> {
         let end = uaddr.checked_add(len)?;
