@@ -3,8 +3,9 @@
 #
 # The RDMA user space of a guest, as SRC:DST pairs for the initramfs (one a
 # line; give each to scripts/guest-run.sh -a): the verbs and CM tools of the
-# trixie root (ibv_devinfo, ibv_devices, ibv_rc_pingpong, rping, perftest's
-# ib_write_bw/ib_read_bw/ib_send_bw/ib_send_lat, iproute2's rdma and ip), every shared
+# trixie root (ibv_devinfo, ibv_devices, the ibv_*_pingpong examples, rping,
+# mckey, ucmatose, udaddy, perftest's bandwidth and latency tests, iproute2's
+# rdma and ip), every shared
 # library they load, the dynamic loader, the providers of rxe (the oracle)
 # and plx_rdma (scripts/provider-build.sh), and their libibverbs.d entries.
 #
@@ -41,8 +42,9 @@ list=$(in_root bash -c '
 	plx=$1 rxe=$2 provdir=$3
 	libdir=/usr/lib/$(gcc -print-multiarch)
 	bins=()
-	for t in ibv_devinfo ibv_devices ibv_rc_pingpong rping rstream rdma_server rdma_client ib_write_bw \
-		ib_read_bw ib_send_bw ib_send_lat rdma ip tc; do
+	for t in ibv_devinfo ibv_devices ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_srq_pingpong \
+		rping rstream rdma_server rdma_client mckey ucmatose udaddy ib_write_bw ib_read_bw ib_send_bw \
+		ib_send_lat ib_write_lat ib_read_lat ib_atomic_bw ib_atomic_lat rdma ip tc; do
 		f=$(command -v "$t") || { echo "missing tool $t" >&2; exit 1; }
 		bins+=("$f")
 		case $t in ip | tc) echo "$(readlink -f "$f") /usr/sbin/$t" ;;

@@ -1222,6 +1222,9 @@ static const struct verbs_context_ops plx_rdma_ctx_ops = {
 	.post_recv = ibv_cmd_post_recv,
 	.create_ah = plx_rdma_create_ah,
 	.destroy_ah = plx_rdma_destroy_ah,
+	/* The kernel keeps the groups; nothing of them is the provider's. */
+	.attach_mcast = ibv_cmd_attach_mcast,
+	.detach_mcast = ibv_cmd_detach_mcast,
 	.free_context = plx_rdma_free_context,
 };
 

@@ -58,6 +58,7 @@ struct rust_ib_ops {
 	void (*destroy_srq)(void *dev, void *srq);
 	int (*post_srq_recv)(void *srq, const struct rust_ib_recv_wr *wr);
 	void (*hw_stats)(void *dev, u64 *values, u32 n);
+	int (*mcast)(void *qp, const u8 *mgid, bool attach);
 };
 
 static_assert(sizeof(struct rust_ib_sge) == sizeof(struct ib_sge));
@@ -77,7 +78,7 @@ static_assert(offsetof(struct rust_ib_wc, qp_handle) == 40);
 static_assert(sizeof(struct rust_ib_qp_init) == 48);
 static_assert(offsetof(struct rust_ib_qp_init, handle) == 40);
 static_assert(sizeof(struct rust_ib_qp_attr) == 144);
-static_assert(sizeof(struct rust_ib_caps) == 72);
+static_assert(sizeof(struct rust_ib_caps) == 80);
 static_assert(sizeof(struct rust_ib_srq_attr) == 12);
 
 /* GIDs per port: the netdev's addresses, each as a RoCEv2 GID. */
@@ -212,6 +213,9 @@ static int rib_query_device(struct ib_device *ibdev, struct ib_device_attr *a,
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 15;
 	a->max_ah = c->max_qp * 64;
+	a->max_mcast_grp = c->max_mcast_grp;
+	a->max_mcast_qp_attach = c->max_mcast_qp_attach;
+	a->max_total_mcast_qp_attach = c->max_mcast_grp * c->max_mcast_qp_attach;
 	a->max_srq = c->max_srq;
 	if (c->max_srq)
 		a->device_cap_flags |= IB_DEVICE_SRQ_RESIZE;
@@ -672,6 +676,21 @@ static int rib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	return ops_of(ibqp->device)->modify_qp(qp->priv, &a, mask);
 }
 
+/* ib_core checked that @gid is a multicast GID and @ibqp a UD QP. */
+static int rib_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+{
+	struct rust_ib_qp *qp = container_of(ibqp, struct rust_ib_qp, ibqp);
+
+	return ops_of(ibqp->device)->mcast(qp->priv, gid->raw, true);
+}
+
+static int rib_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+{
+	struct rust_ib_qp *qp = container_of(ibqp, struct rust_ib_qp, ibqp);
+
+	return ops_of(ibqp->device)->mcast(qp->priv, gid->raw, false);
+}
+
 static int rib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 			struct ib_qp_init_attr *init)
 {
@@ -933,6 +952,7 @@ static const struct ib_device_ops rust_ib_dev_ops = {
 
 	.alloc_pd = rib_alloc_pd,
 	.alloc_ucontext = rib_alloc_ucontext,
+	.attach_mcast = rib_attach_mcast,
 	.create_ah = rib_create_ah,
 	.create_user_ah = rib_create_ah,
 	.create_cq = rib_create_cq,
@@ -945,6 +965,7 @@ static const struct ib_device_ops rust_ib_dev_ops = {
 	.destroy_cq = rib_destroy_cq,
 	.destroy_qp = rib_destroy_qp,
 	.destroy_srq = rib_destroy_srq,
+	.detach_mcast = rib_detach_mcast,
 	.disassociate_ucontext = rib_disassociate_ucontext,
 	.get_dma_mr = rib_get_dma_mr,
 	.get_link_layer = rib_get_link_layer,

@@ -154,6 +154,8 @@ struct rust_ib_caps {
 	u32 atomic_cap;		/* enum ib_atomic_cap */
 	u32 max_srq;
 	u32 max_srq_wr;
+	u32 max_mcast_grp;
+	u32 max_mcast_qp_attach;	/* per group */
 };
 
 struct rust_ib_ops;

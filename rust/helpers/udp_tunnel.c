@@ -2,11 +2,13 @@
 /*
  * Thin C glue under rust/kernel/udp_tunnel.rs: a kernel UDP socket whose
  * datagrams go to a Rust receiver (the encap_rcv hook of a UDP tunnel
- * socket, as rdma_rxe and the VXLAN driver use), and IPv4 datagrams built
- * whole by Rust, sent with ip_local_out() on a route looked up here.
+ * socket, as rdma_rxe and the VXLAN driver use), and IPv4 or IPv6
+ * datagrams built whole by Rust, sent with ip_local_out() or
+ * ip6_local_out() on a route looked up here.
  *
- * udp_sock_create(), ip_route_output_key(), skb_linearize() and the skb
- * header accessors are inline functions or macros, which Rust cannot call.
+ * udp_sock_create(), ip_route_output_key(), ip6_dst_lookup_flow() (for a
+ * kernel without IPv6), skb_linearize() and the skb header accessors are
+ * inline functions or macros, which Rust cannot call.
  * Nothing is decided here: which port, which addresses, what the headers
  * say and what a received datagram means are all the caller's.
  */
@@ -17,7 +19,10 @@
 #include <linux/skbuff.h>
 #include <linux/rcupdate.h>
 #include <linux/slab.h>
+#include <net/addrconf.h>
 #include <net/ip.h>
+#include <net/ip6_route.h>
+#include <net/ipv6.h>
 #include <net/route.h>
 #include <net/udp_tunnel.h>
 
@@ -52,18 +57,21 @@ static int rust_udp_tunnel_encap_rcv(struct sock *sk, struct sk_buff *skb)
 
 /*
  * A UDP socket of namespace @net bound to @port (host order) on every
- * IPv4 address, whose datagrams are handed to @rcv with @ctx, in softirq
- * context; the receiver owns each skb.  NULL with *err set on failure
- * (-EADDRINUSE when another stack has the port).  The caller holds a
+ * address of its family (@ipv6: IPv6 only, else IPv4), whose datagrams are
+ * handed to @rcv with @ctx, in softirq context; the receiver owns each
+ * skb.  An IPv6 socket takes datagrams without a UDP checksum, as RoCEv2
+ * sends them.  NULL with *err set on failure (-EADDRINUSE when another
+ * stack has the port, -EAFNOSUPPORT without IPv6).  The caller holds a
  * reference on @net for as long as the socket is open: a kernel socket
  * holds none.
  */
-struct rust_udp_tunnel *rust_udp_tunnel_create(struct net *net, u16 port,
-					       const void *ctx,
+struct rust_udp_tunnel *rust_udp_tunnel_create(struct net *net, bool ipv6,
+					       u16 port, const void *ctx,
 					       rust_udp_rcv_t rcv, int *err)
 {
 	struct udp_port_cfg ucfg = {
-		.family = AF_INET,
+		.family = ipv6 ? AF_INET6 : AF_INET,
+		.ipv6_v6only = ipv6,
 		.local_udp_port = htons(port),
 	};
 	struct udp_tunnel_sock_cfg tcfg = {
@@ -173,11 +181,92 @@ struct sk_buff *rust_udp_tunnel_alloc4(struct rust_udp_tunnel *t, int oif,
 	return skb;
 }
 
-/* Sends an skb of rust_udp_tunnel_alloc4(); consumes it in every case. */
-int rust_udp_tunnel_xmit(struct rust_udp_tunnel *t, struct sk_buff *skb)
+/* The index of the netdev of @net that has IPv6 address @addr; 0 if none. */
+int rust_ipv6_ifindex(struct net *net, const struct in6_addr *addr)
+{
+	int ifindex = 0;
+#if IS_ENABLED(CONFIG_IPV6)
+	struct net_device *dev;
+
+	rcu_read_lock();
+	dev = ipv6_dev_find(net, addr, NULL);
+	if (dev)
+		ifindex = dev->ifindex;
+	rcu_read_unlock();
+#endif
+	return ifindex;
+}
+
+/*
+ * As rust_udp_tunnel_alloc4(), for an IPv6 datagram from @saddr to @daddr
+ * on an IPv6 tunnel; -EAFNOSUPPORT without IPv6.
+ */
+struct sk_buff *rust_udp_tunnel_alloc6(struct rust_udp_tunnel *t, int oif,
+				       const struct in6_addr *saddr,
+				       const struct in6_addr *daddr, u32 len,
+				       u32 ip_len, u8 **data, int *err)
+{
+#if IS_ENABLED(CONFIG_IPV6)
+	struct flowi6 fl6 = {
+		.flowi6_oif = oif,
+		.flowi6_proto = IPPROTO_UDP,
+		.saddr = *saddr,
+		.daddr = *daddr,
+	};
+	struct sock *sk = t->sock->sk;
+	struct dst_entry *dst;
+	struct net_device *dev;
+	struct sk_buff *skb;
+
+	dst = ip6_dst_lookup_flow(sock_net(sk), sk, &fl6, NULL);
+	if (IS_ERR(dst)) {
+		*err = PTR_ERR(dst);
+		return NULL;
+	}
+	if (dst->error) {
+		*err = dst->error;
+		dst_release(dst);
+		return NULL;
+	}
+	dev = dst->dev;
+	skb = alloc_skb(len + LL_RESERVED_SPACE(dev), GFP_KERNEL);
+	if (!skb) {
+		dst_release(dst);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	skb_reserve(skb, LL_RESERVED_SPACE(dev));
+	skb_dst_set(skb, dst);
+	skb->dev = dev;
+	skb->protocol = htons(ETH_P_IPV6);
+	*data = skb_put(skb, len);
+	skb_reset_network_header(skb);
+	skb_set_transport_header(skb, ip_len);
+	memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
+	return skb;
+#else
+	*err = -EAFNOSUPPORT;
+	return NULL;
+#endif
+}
+
+/*
+ * Sends an skb of rust_udp_tunnel_alloc4() (@ipv6 false) or _alloc6();
+ * consumes it in every case.
+ */
+int rust_udp_tunnel_xmit(struct rust_udp_tunnel *t, struct sk_buff *skb,
+			 bool ipv6)
 {
 	struct sock *sk = t->sock->sk;
 
+#if IS_ENABLED(CONFIG_IPV6)
+	if (ipv6)
+		return ip6_local_out(sock_net(sk), sk, skb);
+#endif
+	if (ipv6) {
+		kfree_skb(skb);
+		return -EAFNOSUPPORT;
+	}
 	return ip_local_out(sock_net(sk), sk, skb);
 }
 

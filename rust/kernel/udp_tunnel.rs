@@ -1,20 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! UDP tunnel sockets: a kernel UDP socket whose datagrams go to a driver,
-//! and IPv4 datagrams the driver builds whole.
+//! and IPv4 or IPv6 datagrams the driver builds whole.
 //!
 //! C headers: [`include/net/udp_tunnel.h`](srctree/include/net/udp_tunnel.h),
 //! [`include/net/route.h`](srctree/include/net/route.h),
 //! [`include/linux/skbuff.h`](srctree/include/linux/skbuff.h).
 //!
-//! A [`UdpTunnel`] binds a UDP port of the initial network namespace and
-//! hands every datagram that arrives on it to its [`Receiver`], as an
-//! owned [`Skb`], in softirq context (the socket's `encap_rcv` hook, as
-//! `rdma_rxe` and VXLAN use it). To send, the caller asks for a routed,
-//! empty datagram ([`UdpTunnel::alloc_ipv4`]), writes every byte of it
-//! from the IP header on, and sends it ([`TxSkb::send`]) with
-//! `ip_local_out()`, which resolves the neighbour and queues it on the
-//! route's netdev.
+//! A [`UdpTunnel`] binds a UDP port of a network namespace, on its IPv4
+//! or its IPv6 addresses ([`Family`]), and hands every datagram that
+//! arrives on it to its [`Receiver`], as an owned [`Skb`], in softirq
+//! context (the socket's `encap_rcv` hook, as `rdma_rxe` and VXLAN use
+//! it). To send, the caller asks for a routed, empty datagram
+//! ([`UdpTunnel::alloc_ipv4`], [`UdpTunnel::alloc_ipv6`]), writes every
+//! byte of it from the IP header on, and sends it ([`TxSkb::send`]) with
+//! `ip_local_out()` or `ip6_local_out()`, which resolve the neighbour and
+//! queue it on the route's netdev.
 //!
 //! The steps are inline functions and macros in C, so they live in
 //! `rust/helpers/udp_tunnel.c`. All `unsafe` code of the UDP tunnel
@@ -39,6 +40,7 @@ mod ffi {
     extern "C" {
         pub(super) fn rust_udp_tunnel_create(
             net: *mut c_void,
+            ipv6: bool,
             port: u16,
             ctx: *const c_void,
             rcv: RcvFn,
@@ -57,7 +59,18 @@ mod ffi {
             data: *mut *mut u8,
             err: *mut c_int,
         ) -> *mut c_void;
-        pub(super) fn rust_udp_tunnel_xmit(t: *mut c_void, skb: *mut c_void) -> c_int;
+        pub(super) fn rust_ipv6_ifindex(net: *mut c_void, addr: *const [u8; 16]) -> c_int;
+        pub(super) fn rust_udp_tunnel_alloc6(
+            t: *mut c_void,
+            oif: c_int,
+            saddr: *const [u8; 16],
+            daddr: *const [u8; 16],
+            len: u32,
+            ip_len: u32,
+            data: *mut *mut u8,
+            err: *mut c_int,
+        ) -> *mut c_void;
+        pub(super) fn rust_udp_tunnel_xmit(t: *mut c_void, skb: *mut c_void, ipv6: bool) -> c_int;
         pub(super) fn rust_skb_network_bytes(skb: *mut c_void, len: *mut u32) -> *const u8;
         pub(super) fn rust_skb_udp_bytes(
             skb: *const c_void,
@@ -249,9 +262,20 @@ impl Drop for Skb {
     }
 }
 
-/// A UDP socket of one network namespace whose datagrams go to a `T`.
+/// The IP version of a tunnel's socket and datagrams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// IPv4.
+    V4,
+    /// IPv6 (the socket takes IPv6 datagrams only).
+    V6,
+}
+
+/// A UDP socket of one network namespace and one [`Family`] whose
+/// datagrams go to a `T`.
 pub struct UdpTunnel<T: Receiver> {
     raw: NonNull<c_void>,
+    family: Family,
     rx: Arc<T>,
     /// Held while the socket is open (a kernel socket holds none); dropped
     /// after it is released.
@@ -282,9 +306,10 @@ unsafe extern "C" fn rcv_callback<T: Receiver>(ctx: *const c_void, skb: *mut c_v
 }
 
 impl<T: Receiver> UdpTunnel<T> {
-    /// Binds UDP `port` on every IPv4 address of namespace `net`;
-    /// `EADDRINUSE` when another socket there has it.
-    pub fn new(net: &NetNs, port: u16, rx: Arc<T>) -> Result<Self> {
+    /// Binds UDP `port` on every address of `family` of namespace `net`;
+    /// `EADDRINUSE` when another socket there has it, `EAFNOSUPPORT` for
+    /// IPv6 on a kernel without it.
+    pub fn new(net: &NetNs, family: Family, port: u16, rx: Arc<T>) -> Result<Self> {
         let mut err: c_int = 0;
         let ctx = Arc::as_ptr(&rx).cast::<c_void>();
         let net = net.clone();
@@ -292,10 +317,22 @@ impl<T: Receiver> UdpTunnel<T> {
         // lives (it keeps `rx`), and `rcv_callback::<T>` reads it as a `T`;
         // the tunnel holds `net` until after the socket is released.
         let raw = unsafe {
-            ffi::rust_udp_tunnel_create(net.as_raw(), port, ctx, rcv_callback::<T>, &mut err)
+            ffi::rust_udp_tunnel_create(
+                net.as_raw(),
+                family == Family::V6,
+                port,
+                ctx,
+                rcv_callback::<T>,
+                &mut err,
+            )
         };
         match NonNull::new(raw) {
-            Some(raw) => Ok(Self { raw, rx, net }),
+            Some(raw) => Ok(Self {
+                raw,
+                family,
+                rx,
+                net,
+            }),
             None => Err(Error::from_errno(err)),
         }
     }
@@ -321,27 +358,78 @@ impl<T: Receiver> UdpTunnel<T> {
         len: usize,
         ip_len: usize,
     ) -> Result<TxSkb<'_, T>> {
+        let (len32, ip_len) = self.lengths(Family::V4, len, ip_len)?;
+        self.built(len, |data, err| {
+            // SAFETY: The tunnel is live and of IPv4; the addresses are
+            // passed in network order as the C side expects.
+            unsafe {
+                ffi::rust_udp_tunnel_alloc4(
+                    self.raw.as_ptr(),
+                    oif,
+                    u32::from_ne_bytes(saddr),
+                    u32::from_ne_bytes(daddr),
+                    len32,
+                    ip_len,
+                    data,
+                    err,
+                )
+            }
+        })
+    }
+
+    /// As [`Self::alloc_ipv4`], an IPv6 datagram from `saddr` to `daddr`
+    /// on a tunnel of [`Family::V6`] (`EAFNOSUPPORT` on another).
+    pub fn alloc_ipv6(
+        &self,
+        oif: i32,
+        saddr: &[u8; 16],
+        daddr: &[u8; 16],
+        len: usize,
+        ip_len: usize,
+    ) -> Result<TxSkb<'_, T>> {
+        let (len32, ip_len) = self.lengths(Family::V6, len, ip_len)?;
+        self.built(len, |data, err| {
+            // SAFETY: The tunnel is live and of IPv6; the addresses are 16
+            // readable bytes each, in network order.
+            unsafe {
+                ffi::rust_udp_tunnel_alloc6(
+                    self.raw.as_ptr(),
+                    oif,
+                    saddr,
+                    daddr,
+                    len32,
+                    ip_len,
+                    data,
+                    err,
+                )
+            }
+        })
+    }
+
+    /// `len` and `ip_len` for the C side, checked: `EAFNOSUPPORT` if the
+    /// tunnel is not of `family`.
+    fn lengths(&self, family: Family, len: usize, ip_len: usize) -> Result<(u32, u32)> {
+        if self.family != family {
+            return Err(EAFNOSUPPORT);
+        }
         let len32 = u32::try_from(len).map_err(|_| EMSGSIZE)?;
         let ip_len = u32::try_from(ip_len).map_err(|_| EINVAL)?;
         if ip_len > len32 {
             return Err(EINVAL);
         }
+        Ok((len32, ip_len))
+    }
+
+    /// The datagram `alloc` made: `alloc` returns the skb and sets its
+    /// data pointer, or returns null with an errno set.
+    fn built(
+        &self,
+        len: usize,
+        alloc: impl FnOnce(*mut *mut u8, *mut c_int) -> *mut c_void,
+    ) -> Result<TxSkb<'_, T>> {
         let mut data: *mut u8 = core::ptr::null_mut();
         let mut err: c_int = 0;
-        // SAFETY: The tunnel is live; the addresses are passed in network
-        // order as the C side expects.
-        let skb = unsafe {
-            ffi::rust_udp_tunnel_alloc4(
-                self.raw.as_ptr(),
-                oif,
-                u32::from_ne_bytes(saddr),
-                u32::from_ne_bytes(daddr),
-                len32,
-                ip_len,
-                &mut data,
-                &mut err,
-            )
-        };
+        let skb = alloc(&mut data, &mut err);
         match (NonNull::new(skb), NonNull::new(data)) {
             (Some(skb), Some(data)) => Ok(TxSkb {
                 skb,
@@ -349,7 +437,8 @@ impl<T: Receiver> UdpTunnel<T> {
                 len,
                 tunnel: self,
             }),
-            _ => Err(Error::from_errno(err)),
+            _ if err < 0 => Err(Error::from_errno(err)),
+            _ => Err(ENOMEM),
         }
     }
 }
@@ -383,10 +472,12 @@ impl<T: Receiver> TxSkb<'_, T> {
     /// Sends the datagram; the route's netdev may still drop it.
     pub fn send(self) -> Result {
         let (skb, t) = (self.skb.as_ptr(), self.tunnel.raw.as_ptr());
+        let ipv6 = self.tunnel.family == Family::V6;
         core::mem::forget(self);
-        // SAFETY: The skb came from this tunnel's `alloc_ipv4` and is owned
-        // here; the helper consumes it in every case.
-        let ret = unsafe { ffi::rust_udp_tunnel_xmit(t, skb) };
+        // SAFETY: The skb came from this tunnel's `alloc_ipv4` or
+        // `alloc_ipv6` (of its family) and is owned here; the helper
+        // consumes it in every case.
+        let ret = unsafe { ffi::rust_udp_tunnel_xmit(t, skb, ipv6) };
         match ret {
             // NET_XMIT_CN (2) is a congestion notice, not a failure.
             0 | 2 => Ok(()),
@@ -409,6 +500,15 @@ pub fn ipv4_ifindex(net: &NetNs, addr: [u8; 4]) -> Option<i32> {
     // SAFETY: `net` is held; the helper only reads its address tables
     // under RCU.
     let ifindex = unsafe { ffi::rust_ipv4_ifindex(net.as_raw(), u32::from_ne_bytes(addr)) };
+    (ifindex > 0).then_some(ifindex)
+}
+
+/// The interface index of the netdev of `net` that has IPv6 address
+/// `addr`, if any.
+pub fn ipv6_ifindex(net: &NetNs, addr: &[u8; 16]) -> Option<i32> {
+    // SAFETY: `net` is held; the helper only reads its address tables
+    // under RCU; `addr` is 16 readable bytes.
+    let ifindex = unsafe { ffi::rust_ipv6_ifindex(net.as_raw(), addr) };
     (ifindex > 0).then_some(ifindex)
 }
 

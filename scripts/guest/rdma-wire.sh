@@ -246,6 +246,70 @@ trace_wire "interop: rping through rdma_cm"
 check "interop: rping through rdma_cm, rxe0 server, plx0 client, verified" \
 	rping_pair 10.78.0.2 plxpeer -
 trace_wire "interop: rping through rdma_cm"
+# IPv6: the same pair on IPv6 GIDs, a unique local address each and the
+# link-local GIDs ib_core makes from the MACs (what GID index 1 of a RoCE
+# port is, and what tools that pick no GID take): RC over the wire and
+# rdma_cm's datagrams with an IPv6 header, as rxe sends them.
+ipv6_setup() {
+	/usr/sbin/ip -6 addr add fd00:78::1/64 dev plxveth0 nodad &&
+		/usr/sbin/ip netns exec plxpeer /usr/sbin/ip -6 addr add fd00:78::2/64 dev plxveth1 nodad
+}
+check "interop: IPv6 addresses fd00:78::1 and fd00:78::2 on the veth pair" ipv6_setup
+ULA1=fd00:0078:0000:0000:0000:0000:0000:0001 ULA2=fd00:0078:0000:0000:0000:0000:0000:0002
+has_gid plx0 "$ULA1"
+has_gid rxe0 "$ULA2"
+PGIDX6=$(roce2_gid_index plx0 "$ULA1") RGIDX6=$(roce2_gid_index rxe0 "$ULA2")
+PGIDXLL=$(roce2_gid_index plx0 'fe80:.*') RGIDXLL=$(roce2_gid_index rxe0 'fe80:.*')
+echo "# IPv6 GID indexes: plx0 ${PGIDX6:-none} (link-local ${PGIDXLL:-none}), rxe0 ${RGIDX6:-none} (link-local ${RGIDXLL:-none})"
+v6_before=$(stat rx_packets)
+check "interop IPv6: ibv_rc_pingpong, plx0 server, rxe0 client" \
+	pingpong_pair ipp6 4096 20 10.78.0.1 - plx0 "$PGIDX6" plxpeer rxe0 "$RGIDX6"
+check "interop IPv6: ibv_rc_pingpong, rxe0 server, plx0 client" \
+	pingpong_pair ipp6 4096 20 10.78.0.2 plxpeer rxe0 "$RGIDX6" - plx0 "$PGIDX6"
+check "interop IPv6: ibv_rc_pingpong of 64 KiB on the link-local GIDs, rxe0 server, plx0 client" \
+	pingpong_pair ipp6ll 65536 20 10.78.0.2 plxpeer rxe0 "$RGIDXLL" - plx0 "$PGIDXLL"
+check "interop IPv6: plx0 took the packets (rx_packets $v6_before -> $(stat rx_packets))" \
+	test "$(stat rx_packets)" -gt "$v6_before"
+check "interop IPv6: rping through rdma_cm, plx0 server, rxe0 client, verified" \
+	rping_pair fd00:78::1 - plxpeer
+check "interop IPv6: rping through rdma_cm, rxe0 server, plx0 client, verified" \
+	rping_pair fd00:78::2 plxpeer -
+trace_wire "interop IPv6"
+# Multicast: rdma_cm joins a group (IGMP through the netdev), librdmacm
+# attaches the UD QP to it, and mckey's sender's datagrams to QP 0xFFFFFF
+# reach the receiver's QP through IP multicast, each side in turn the
+# sender.  mckey's sender destroys its QP as soon as it has posted its
+# sends, so that only the first few leave (with rxe as with plx_rdma, one
+# to three of ten here): the receiver waits for one.
+mcast_setup() {
+	/usr/sbin/ip route add 224.0.0.0/4 dev plxveth0 &&
+		/usr/sbin/ip netns exec plxpeer /usr/sbin/ip route add 224.0.0.0/4 dev plxveth1
+}
+check "interop multicast: a route for 224.0.0.0/4 on each end" mcast_setup
+# mckey_pair RECEIVER-SIDE: "plx" or "rxe"; the sender is the other.
+mckey_pair() {
+	if [ "$1" = plx ]; then rx='' rb=10.78.0.1 tx='/usr/sbin/ip netns exec plxpeer' tb=10.78.0.2
+	else rx='/usr/sbin/ip netns exec plxpeer' rb=10.78.0.2 tx='' tb=10.78.0.1; fi
+	# shellcheck disable=SC2086
+	timeout 40 $rx mckey -m 239.1.2.3 -b "$rb" -C 1 -S 256 >/tmp/mckey-rx.log 2>&1 &
+	rcv=$!
+	sleep 1
+	# shellcheck disable=SC2086
+	timeout 40 $tx mckey -m 239.1.2.3 -b "$tb" -s -C 10 -S 256 >/tmp/mckey-tx.log 2>&1
+	trc=$?
+	wait "$rcv"
+	rrc=$?
+	sed 's/^/# mckey receiver: /' /tmp/mckey-rx.log
+	sed 's/^/# mckey sender: /' /tmp/mckey-tx.log
+	test "$trc" -eq 0 && test "$rrc" -eq 0 && grep -q "data transfers complete" /tmp/mckey-rx.log
+}
+mc_before=$(stat rx_datagrams)
+check "interop multicast: mckey, plx0 receives, rxe0 sends" mckey_pair plx
+mc_after=$(stat rx_datagrams)
+check "interop multicast: plx0's attached QP took the datagram (rx_datagrams $mc_before -> $mc_after)" \
+	test "$mc_after" -gt "$mc_before"
+check "interop multicast: mckey, rxe0 receives, plx0 sends" mckey_pair rxe
+echo "# plx0 rx_drop_mcast $(stat rx_drop_mcast)"
 # rxe writing into plx0: rxe asks for an acknowledge only at a message's
 # end, and plx0 places each packet with its own engine copy; plx0
 # acknowledges every 8 packets besides, so that rxe sees progress before

@@ -20,8 +20,14 @@ has_gid() {
 
 # wire_gid_index DEV IP: the index of IP's RoCE v2 GID on DEV's port.
 wire_gid_index() {
+	roce2_gid_index "$1" "$(ipv4_gid "$2")"
+}
+
+# roce2_gid_index DEV PATTERN: the index of the first RoCE v2 GID on DEV's
+# port that matches the extended regular expression PATTERN whole.
+roce2_gid_index() {
 	for g in /sys/class/infiniband/"$1"/ports/1/gids/*; do
-		grep -qx "$(ipv4_gid "$2")" "$g" || continue
+		grep -Eqx "$2" "$g" || continue
 		i=${g##*/}
 		grep -qx "RoCE v2" /sys/class/infiniband/"$1"/ports/1/gid_attrs/types/"$i" &&
 			echo "$i" && return 0

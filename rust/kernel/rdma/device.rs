@@ -138,6 +138,14 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// Queues one receive work request on the SRQ. Must not sleep.
     fn post_srq_recv(srq: &Self::Srq, wr: &RecvWr<'_>) -> Result;
 
+    /// Attaches the UD QP `qp` to the multicast group `mgid` (`attach`),
+    /// or detaches it: the datagrams sent to the group reach it. ib_core
+    /// checked the QP's type and that `mgid` is a multicast GID; a device
+    /// without multicast keeps the default, `EOPNOTSUPP`.
+    fn mcast(_qp: ArcBorrow<'_, Self::Qp>, _mgid: &[u8; 16], _attach: bool) -> Result {
+        Err(EOPNOTSUPP)
+    }
+
     /// The names of the port's counters that `rdma statistic` shows (none:
     /// no counters).
     const HW_STATS: &'static [&'static CStr] = &[];
@@ -206,6 +214,7 @@ impl<T: Driver> Registration<T> {
         destroy_srq: destroy_srq::<T>,
         post_srq_recv: post_srq_recv::<T>,
         hw_stats: hw_stats::<T>,
+        mcast: mcast::<T>,
     };
 
     /// Registers `driver` as an RDMA device named after `pattern` (e.g.
@@ -699,6 +708,21 @@ unsafe extern "C" fn hw_stats<T: Driver>(dev: *const c_void, values: *mut u64, n
     out.fill(0);
     // SAFETY: A live device context (see above).
     unsafe { driver::<T>(dev) }.hw_stats(out);
+}
+
+/// # Safety
+///
+/// Called by the C glue with a live QP pointer and a GID valid for the
+/// call.
+unsafe extern "C" fn mcast<T: Driver>(
+    qp: *mut c_void,
+    mgid: *const [u8; 16],
+    attach: bool,
+) -> c_int {
+    // SAFETY: The glue's GID, valid for the call.
+    let mgid = unsafe { &*mgid };
+    // SAFETY: A live QP.
+    errno(T::mcast(unsafe { arc_priv::<T::Qp>(qp) }, mgid, attach))
 }
 
 /// # Safety

@@ -28,7 +28,7 @@ const _: () = {
     assert!(size_of::<QpInit>() == 48);
     assert!(offset_of!(QpInit, handle) == 40);
     assert!(size_of::<QpAttr>() == 144);
-    assert!(size_of::<Caps>() == 72);
+    assert!(size_of::<Caps>() == 80);
     assert!(size_of::<SrqAttr>() == 12);
 };
 
@@ -82,6 +82,7 @@ pub(super) struct RawOps {
     pub(super) destroy_srq: unsafe extern "C" fn(*const c_void, *mut c_void),
     pub(super) post_srq_recv: unsafe extern "C" fn(*mut c_void, *const RawRecvWr) -> c_int,
     pub(super) hw_stats: unsafe extern "C" fn(*const c_void, *mut u64, u32),
+    pub(super) mcast: unsafe extern "C" fn(*mut c_void, *const [u8; 16], bool) -> c_int,
 }
 
 extern "C" {

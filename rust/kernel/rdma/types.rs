@@ -301,6 +301,10 @@ pub struct Caps {
     pub max_srq: u32,
     /// Receive requests per shared receive queue.
     pub max_srq_wr: u32,
+    /// Multicast groups (0: no multicast).
+    pub max_mcast_grp: u32,
+    /// QPs attached to one multicast group.
+    pub max_mcast_qp_attach: u32,
 }
 
 /// The attributes of a shared receive queue (`struct rust_ib_srq_attr`).

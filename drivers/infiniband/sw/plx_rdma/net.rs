@@ -3,18 +3,23 @@
 //! The device on the wire: RoCEv2 datagrams to and from UDP port 4791.
 //!
 //! While one of its RC QPs is connected over the wire, the device holds a
-//! [`Port`]: a UDP tunnel socket bound to port 4791 on every IPv4 address
-//! of the initial network namespace (where the port's netdev is), as
-//! `rdma_rxe` binds one per namespace. The first such QP opens it, the
+//! [`Port`]: two UDP tunnel sockets bound to port 4791, one on every IPv4
+//! address and one on every IPv6 address of the namespace its netdev is
+//! in, as `rdma_rxe` binds them per namespace (the IPv6 one only where
+//! the kernel has IPv6). The first such QP opens it, the
 //! last one destroyed closes it, so that the device does not hold the
 //! port while nothing uses it (only one RoCE stack may own it per
 //! namespace).
 //!
-//! Sending builds the whole datagram with the codec (`wire`): IPv4 header
-//! (DF, the address vector's traffic class and hop limit), UDP header
+//! A GID is an IPv6 address; an IPv4-mapped one (`::ffff:a.b.c.d`) stands
+//! for the IPv4 address ([`IpAddr`]), and a QP's packets are of the
+//! family of its GIDs. Sending builds the whole datagram with the codec
+//! (`wire`): IPv4 header (DF, the address vector's traffic class and hop
+//! limit) or IPv6 header (traffic class and hop limit, flow label 0), UDP
+//! header
 //! (checksum 0, a source port per QP), BTH, extended headers, payload,
-//! pad and ICRC, into an skb routed to the destination; `ip_local_out()`
-//! resolves the neighbour. Receiving takes each datagram in softirq
+//! pad and ICRC, into an skb routed to the destination;
+//! `ip_local_out()` or `ip6_local_out()` resolves the neighbour. Receiving takes each datagram in softirq
 //! context only as far as a bounded queue; a work item takes them apart in
 //! process context, where QPs and memory regions can be looked up. A
 //! datagram that is not a well-formed RoCEv2 packet for an RC QP
@@ -23,16 +28,20 @@
 
 use crate::{
     landing::{Incoming, Landing},
+    mcast::MCAST_QPN,
     module_queue::{self, QueueKind},
     net_ns::NetNs,
     rc,
     rdma::types::qp_type,
     ud,
-    udp_tunnel::{Receiver, Skb, UdpTunnel},
+    udp_tunnel::{Family, Receiver, Skb, UdpTunnel},
     wire::{
         bth::Bth,
         icrc::{crc32_le, Icrc, ICRC_LEN},
-        ip::{write_ipv4_udp, Datagram, IpHeader, Ipv4Header, UdpHeader, ROCE_PORT},
+        ip::{
+            write_ipv4_udp, write_ipv6_udp, Datagram, IpHeader, Ipv4Header, Ipv6Header, UdpHeader,
+            ROCE_PORT,
+        },
         opcode::{OpInfo, Transport},
         packet::{packet_len, pad_len, write_headers, ExtHeaders, Packet},
         WireError,
@@ -103,10 +112,8 @@ wire_stats! {
     rx_payload_engine_bytes,
     /// Dropped: the receive queue was full.
     rx_drop_queue_full,
-    /// Dropped: not a well-formed IPv4/UDP datagram to port 4791.
+    /// Dropped: not a well-formed IPv4 or IPv6 UDP datagram to port 4791.
     rx_drop_bad_ip_udp,
-    /// Dropped: IPv6 (not carried in this version).
-    rx_drop_ipv6,
     /// Dropped: to an address of no device's netdev.
     rx_drop_no_device,
     /// Dropped: the BTH or an extended header is malformed, or the
@@ -123,6 +130,9 @@ wire_stats! {
     rx_drop_qp_type,
     /// Datagrams (UD SEND) a receive took.
     rx_datagrams,
+    /// Dropped: a datagram to a multicast address that is not a UD SEND
+    /// to QP 0xFFFFFF, or for a group no QP of the device is attached to.
+    rx_drop_mcast,
     /// Dropped: a datagram whose Q_Key is not its QP's, or for a QP that
     /// takes none in its state.
     rx_drop_qkey,
@@ -174,11 +184,61 @@ impl WireStats {
     }
 }
 
+/// The IP address a RoCEv2 GID stands for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IpAddr {
+    /// An IPv4-mapped GID's address.
+    V4([u8; 4]),
+    /// Any other GID, which is an IPv6 address.
+    V6([u8; 16]),
+}
+
+impl IpAddr {
+    /// The address `gid` stands for.
+    pub(crate) fn of_gid(gid: &[u8; 16]) -> Self {
+        match gid_ipv4(gid) {
+            Some(v4) => Self::V4(v4),
+            None => Self::V6(*gid),
+        }
+    }
+
+    /// The GID of the address (IPv4-mapped for an IPv4 one).
+    pub(crate) fn gid(&self) -> [u8; 16] {
+        match self {
+            Self::V4(a) => {
+                let mut gid = [0u8; 16];
+                gid[10] = 0xff;
+                gid[11] = 0xff;
+                gid[12..].copy_from_slice(a);
+                gid
+            }
+            Self::V6(a) => *a,
+        }
+    }
+
+    /// Whether it is a multicast address (224.0.0.0/4, ff00::/8).
+    pub(crate) fn is_multicast(&self) -> bool {
+        match self {
+            Self::V4(a) => a[0] & 0xf0 == 0xe0,
+            Self::V6(a) => a[0] == 0xff,
+        }
+    }
+
+    /// The family of the address.
+    pub(crate) fn family(&self) -> Family {
+        match self {
+            Self::V4(_) => Family::V4,
+            Self::V6(_) => Family::V6,
+        }
+    }
+}
+
 /// Where the packets of a connected QP go, read from its attributes.
 #[derive(Clone, Copy)]
 pub(crate) struct Path {
-    pub(crate) src: [u8; 4],
-    pub(crate) dst: [u8; 4],
+    /// Of the same family as `dst` (see [`Path::addresses`]).
+    pub(crate) src: IpAddr,
+    pub(crate) dst: IpAddr,
     pub(crate) dest_qp: u32,
     pub(crate) src_port: u16,
     pub(crate) tos: u8,
@@ -190,6 +250,15 @@ pub(crate) struct Path {
     /// Payload bytes per packet: the path MTU, at most what the netdev
     /// carries.
     pub(crate) mtu: usize,
+}
+
+impl Path {
+    /// The source and destination addresses of the GIDs `sgid` and
+    /// `dgid`, if they are of one family.
+    pub(crate) fn addresses(sgid: &[u8; 16], dgid: &[u8; 16]) -> Option<(IpAddr, IpAddr)> {
+        let (src, dst) = (IpAddr::of_gid(sgid), IpAddr::of_gid(dgid));
+        (src.family() == dst.family()).then_some((src, dst))
+    }
 }
 
 /// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`), as RoCEv2
@@ -209,9 +278,11 @@ pub(crate) fn src_port(qpn: u32) -> u16 {
 }
 
 /// The largest IB MTU (bytes) a packet fits in on a netdev of MTU
-/// `netdev_mtu` with the most headers (IPv4, UDP, BTH, RETH, ImmDt, ICRC).
+/// `netdev_mtu` with the most headers (IPv6, UDP, BTH, RETH, ImmDt, ICRC),
+/// whichever IP version the path is of.
 pub(crate) fn mtu_cap(netdev_mtu: u32) -> usize {
-    let room = (netdev_mtu as usize).saturating_sub(20 + 8 + 12 + 16 + 4 + ICRC_LEN);
+    let room = (netdev_mtu as usize)
+        .saturating_sub(Ipv6Header::LEN + UdpHeader::LEN + 12 + 16 + 4 + ICRC_LEN);
     [4096, 2048, 1024, 512]
         .into_iter()
         .find(|&m| m <= room)
@@ -282,6 +353,9 @@ impl PortHub {
 /// UDP port 4791, open while a device uses the wire.
 pub(crate) struct Port {
     tunnel: UdpTunnel<Rx>,
+    /// The IPv6 socket; `None` on a kernel without IPv6 (or with it
+    /// disabled), where IPv6 paths fail to send.
+    tunnel6: Option<UdpTunnel<Rx>>,
     ip_id: Atomic<u32>,
 }
 
@@ -304,16 +378,29 @@ impl Port {
             }),
             GFP_KERNEL,
         )?;
-        let tunnel = UdpTunnel::new(net, ROCE_PORT, rx).inspect_err(|e| {
-            pr_warn!(
-                "cannot bind UDP port {} ({:?}): is another RoCE device (rxe) on this namespace?\n",
-                ROCE_PORT,
-                e
-            )
-        })?;
+        let bind = |family| {
+            UdpTunnel::new(net, family, ROCE_PORT, rx.clone()).inspect_err(|e| {
+                if *e != EAFNOSUPPORT {
+                    pr_warn!(
+                        "cannot bind UDP port {} ({:?}, {:?}): is another RoCE device (rxe) on this namespace?\n",
+                        ROCE_PORT,
+                        family,
+                        e
+                    )
+                }
+            })
+        };
+        let tunnel = bind(Family::V4)?;
+        let tunnel6 = match bind(Family::V6) {
+            Ok(t) => Some(t),
+            // As rxe: a kernel without IPv6 carries IPv4 alone.
+            Err(e) if e == EAFNOSUPPORT => None,
+            Err(e) => return Err(e),
+        };
         Ok(Arc::new(
             Self {
                 tunnel,
+                tunnel6,
                 ip_id: Atomic::new(0),
             },
             GFP_KERNEL,
@@ -361,25 +448,46 @@ impl Port {
     ) -> Result<usize> {
         let info = OpInfo::lookup(bth.opcode).ok_or(EINVAL)?;
         let transport_len = packet_len(&info, payload_len).ok_or(EMSGSIZE)?;
-        let hdrs = Ipv4Header::LEN + UdpHeader::LEN;
+        let ip_len = match path.dst {
+            IpAddr::V4(_) => Ipv4Header::LEN,
+            IpAddr::V6(_) => Ipv6Header::LEN,
+        };
+        let hdrs = ip_len + UdpHeader::LEN;
         let total = hdrs.checked_add(transport_len).ok_or(EMSGSIZE)?;
         // A peer on one of the port's own addresses is reached through
         // the local route, whatever netdev that is on.
         let oif = if path.local { 0 } else { path.oif };
-        let mut skb = self
-            .tunnel
-            .alloc_ipv4(oif, path.src, path.dst, total, Ipv4Header::LEN)?;
-        let data = skb.data();
-        let ip = Ipv4Header {
-            tos: path.tos,
-            id: self.ip_id.fetch_add(1, Relaxed) as u16,
-            ttl: path.ttl,
-            src: path.src,
-            dst: path.dst,
-            ..Ipv4Header::default()
-        };
         let wire = |_: WireError| EINVAL;
-        write_ipv4_udp(data, &ip, path.src_port, transport_len).map_err(wire)?;
+        let mut skb = match (path.src, path.dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => {
+                let mut skb = self.tunnel.alloc_ipv4(oif, src, dst, total, ip_len)?;
+                let ip = Ipv4Header {
+                    tos: path.tos,
+                    id: self.ip_id.fetch_add(1, Relaxed) as u16,
+                    ttl: path.ttl,
+                    src,
+                    dst,
+                    ..Ipv4Header::default()
+                };
+                write_ipv4_udp(skb.data(), &ip, path.src_port, transport_len).map_err(wire)?;
+                skb
+            }
+            (IpAddr::V6(src), IpAddr::V6(dst)) => {
+                let tunnel = self.tunnel6.as_ref().ok_or(EAFNOSUPPORT)?;
+                let mut skb = tunnel.alloc_ipv6(oif, &src, &dst, total, ip_len)?;
+                let ip = Ipv6Header {
+                    traffic_class: path.tos,
+                    hop_limit: path.ttl,
+                    src,
+                    dst,
+                    ..Ipv6Header::default()
+                };
+                write_ipv6_udp(skb.data(), &ip, path.src_port, transport_len).map_err(wire)?;
+                skb
+            }
+            _ => return Err(EAFNOSUPPORT),
+        };
+        let data = skb.data();
         let (ip_udp, transport) = data.split_at_mut(hdrs);
         let hdr = write_headers(transport, bth, ext, payload_len).map_err(wire)?;
         let covered = hdr + payload_len + pad_len(payload_len);
@@ -502,12 +610,15 @@ impl Rx {
         }
     }
 
-    /// The device whose netdev has IPv4 address `addr` (the devices of a
-    /// port are all in its namespace).
-    fn device_of(&self, addr: [u8; 4]) -> Option<Arc<Device>> {
+    /// The device whose netdev has address `addr` (the devices of a port
+    /// are all in its namespace).
+    fn device_of(&self, addr: &IpAddr) -> Option<Arc<Device>> {
         let devices = self.devices.lock();
         let (first, _) = devices.first()?;
-        let ifindex = crate::udp_tunnel::ipv4_ifindex(&first.net, addr)?;
+        let ifindex = match addr {
+            IpAddr::V4(a) => crate::udp_tunnel::ipv4_ifindex(&first.net, *a)?,
+            IpAddr::V6(a) => crate::udp_tunnel::ipv6_ifindex(&first.net, a)?,
+        };
         devices
             .iter()
             .find(|(d, _)| d.ifindex == ifindex)
@@ -582,23 +693,72 @@ impl Rx {
             self.each_device(|d| WireStats::inc(&d.wire_stats.rx_drop_bad_ip_udp));
             return false;
         };
-        let IpHeader::V4(ip) = dg.ip else {
-            self.each_device(|d| WireStats::inc(&d.wire_stats.rx_drop_ipv6));
-            return false;
+        let (src, dst) = match &dg.ip {
+            IpHeader::V4(ip) => (IpAddr::V4(ip.src), IpAddr::V4(ip.dst)),
+            IpHeader::V6(ip) => (IpAddr::V6(ip.src), IpAddr::V6(ip.dst)),
         };
-        let Some(dev) = self.device_of(ip.dst) else {
+        if dst.is_multicast() {
+            // Each device of the port has its own groups. The list is
+            // copied: delivering sleeps (it allocates), and takes QP locks.
+            let mut devices = KVec::new();
+            for (d, _) in self.devices.lock().iter() {
+                if devices.push(d.clone(), GFP_KERNEL).is_err() {
+                    break;
+                }
+            }
+            let mut taken = false;
+            for dev in devices.iter() {
+                if Self::deliver_mcast(dev, &dg, &dst) {
+                    WireStats::inc(&dev.wire_stats.rx_packets);
+                    taken = true;
+                }
+            }
+            return taken;
+        }
+        let Some(dev) = self.device_of(&dst) else {
             self.each_device(|d| WireStats::inc(&d.wire_stats.rx_drop_no_device));
             return false;
         };
-        let taken = Self::deliver(&dev, &dg, ip.src, rx);
+        let taken = Self::deliver(&dev, &dg, src, rx);
         if taken {
             WireStats::inc(&dev.wire_stats.rx_packets);
         }
         taken
     }
 
+    /// Hands a datagram to multicast group `group` to each QP of `dev`
+    /// attached to it; whether one took it.
+    fn deliver_mcast(dev: &Device, dg: &Datagram<'_>, group: &IpAddr) -> bool {
+        let stats = &dev.wire_stats;
+        let Ok(pkt) = Packet::parse(dg.payload) else {
+            WireStats::inc(&stats.rx_drop_bad_header);
+            return false;
+        };
+        if pkt.check_icrc(crc32_le, dg.ip_udp).is_err() {
+            WireStats::inc(&stats.rx_drop_bad_icrc);
+            return false;
+        }
+        let members = if pkt.info.transport == Transport::Ud && pkt.bth.dest_qp == MCAST_QPN {
+            dev.mcast.members(&group.gid())
+        } else {
+            KVec::new()
+        };
+        if members.is_empty() {
+            WireStats::inc(&stats.rx_drop_mcast);
+            return false;
+        }
+        let mut taken = false;
+        for qpn in members.iter() {
+            if let Some(qp) = dev.find_qp(*qpn) {
+                // Each QP takes its own copy, with its own receive.
+                taken |= qp.is_datagram() && ud::on_datagram(&qp, dg.ip_udp, &pkt);
+            }
+        }
+        taken
+    }
+
     /// Hands a datagram for `dev` to its QP; whether it was taken.
-    fn deliver(dev: &Arc<Device>, dg: &Datagram<'_>, src: [u8; 4], rx: &Incoming<'_>) -> bool {
+    fn deliver(dev: &Arc<Device>, dg: &Datagram<'_>, src: IpAddr, rx: &Incoming<'_>) -> bool {
         let stats = &dev.wire_stats;
         let Ok(pkt) = Packet::parse(dg.payload) else {
             WireStats::inc(&stats.rx_drop_bad_header);

@@ -48,6 +48,7 @@ mod cq;
 mod exec;
 mod landing;
 mod links;
+mod mcast;
 mod mover;
 mod mr;
 mod net;
@@ -171,6 +172,9 @@ pub(crate) struct Device {
     /// that the device's atomics are atomic against each other.
     #[pin]
     pub(crate) atomics: Mutex<()>,
+    /// The multicast groups its UD QPs are attached to.
+    #[pin]
+    pub(crate) mcast: mcast::Groups,
 }
 
 impl Device {
@@ -202,6 +206,7 @@ impl Device {
                 srqs: Atomic::new(0),
                 next_qp: Atomic::new(0),
                 atomics <- new_mutex!((), "plx_rdma_atomics"),
+                mcast <- mcast::Groups::new(),
             }),
             GFP_KERNEL,
         )
@@ -407,6 +412,7 @@ impl Driver for PlxRdma {
                 *slot = None;
             }
         }
+        self.0.mcast.detach_all(qp.qpn);
         qp.shut_down();
         if qp.release_port() {
             self.0.wire_put();
@@ -451,6 +457,18 @@ impl Driver for PlxRdma {
 
     fn post_srq_recv(srq: &Srq, wr: &RecvWr<'_>) -> Result {
         srq.post_recv(wr)
+    }
+
+    fn mcast(qp: ArcBorrow<'_, Qp>, mgid: &[u8; 16], attach: bool) -> Result {
+        // User UD QPs only (ib_core checked; QP1 is UD to it).
+        if qp.qp_type != rdma::types::qp_type::UD {
+            return Err(EINVAL);
+        }
+        if attach {
+            qp.dev.mcast.attach(mgid, qp.qpn)
+        } else {
+            qp.dev.mcast.detach(mgid, qp.qpn)
+        }
     }
 
     // The wire's counters, for `rdma statistic show link plx_rdma0/1`.
@@ -643,6 +661,8 @@ pub(crate) fn new_device(
         atomic_cap: rdma::types::atomic_cap::HCA,
         max_srq: MAX_SRQ,
         max_srq_wr: srq::MAX_SRQ_WR,
+        max_mcast_grp: mcast::MAX_GROUPS,
+        max_mcast_qp_attach: mcast::MAX_QPS_PER_GROUP,
     };
     let driver = Arc::new(PlxRdma(dev), GFP_KERNEL)?;
     let reg = if removable {

@@ -33,7 +33,7 @@ use crate::rdma::{
 use crate::{
     atomic::{self, AtomicOp, ATOMIC_LEN},
     cq::Cq,
-    net::{gid_ipv4, src_port, Path, Port},
+    net::{src_port, Path, Port},
     pd::Pd,
     rc::RcState,
     srq::Srq,
@@ -828,15 +828,16 @@ impl Qp {
     }
 
     /// The device's port and where this QP's packets go, if it is
-    /// connected over the wire to an IPv4 address.
+    /// connected over the wire (from and to GIDs of one IP version).
     pub(crate) fn wire_path(&self) -> Option<(Arc<Port>, Path)> {
         let st = self.state.lock();
         let port = st.port.clone()?;
         let a = &st.attr;
         let mtu = (128usize << a.path_mtu.clamp(1, MAX_MTU)).min(self.dev.mtu_cap());
+        let (src, dst) = Path::addresses(&a.sgid, &a.dgid)?;
         let path = Path {
-            src: gid_ipv4(&a.sgid)?,
-            dst: gid_ipv4(&a.dgid)?,
+            src,
+            dst,
             dest_qp: a.dest_qp_num,
             src_port: src_port(self.qpn),
             tos: a.traffic_class as u8,

@@ -14,7 +14,7 @@
 //! The receiver finds the network header (`GRH_BYTES`) in front of the
 //! payload and its completion says which kind (`network_hdr_type`), as
 //! from rxe, so ib_core can build the reply's address from it: on the
-//! wire, the IPv4 header as received.
+//! wire, the IPv4 or IPv6 header as received.
 //!
 //! A datagram is one packet, at most the path MTU: the CPU gathers it from
 //! the sender's list (kernel memory for QP1, registered regions or inline
@@ -28,14 +28,14 @@ use crate::rdma::types::{
 };
 use crate::{
     exec::{place_inline, resolve, resolve_recv, Outcome},
-    net::{src_port, Path, WireStats},
+    net::{src_port, IpAddr, Path, WireStats},
     qp::{Qp, RecvWqe, SendWqe},
     rc::gather,
     stats::Stats,
     wire::{
         bth::Bth,
         ext::{Deth, ImmDt},
-        ip::Ipv4Header,
+        ip::{Ipv4Header, Ipv6Header},
         opcode::code as op,
         packet::{ExtHeaders, Packet},
     },
@@ -167,23 +167,34 @@ pub(crate) fn send(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
     Outcome::Done(byte_len)
 }
 
-/// Where a datagram addressed by `ud` goes on the wire: IPv4 only (the
-/// addresses and the header's traffic class and hop limit come from the
-/// network header the address handle built).
+/// Where a datagram addressed by `ud` goes on the wire (the addresses and
+/// the header's traffic class and hop limit come from the network header
+/// the address handle built).
 fn wire_path(qp: &Qp, ud: &UdDest, mtu: usize) -> Option<Path> {
-    if ud.net_type != network_type::IPV4 {
+    let (src, dst, tos, ttl) = if ud.net_type == network_type::IPV4 {
+        // The IPv4 header sits in the last 20 bytes (`rdma_network_hdr`).
+        let ip = ud.header.get(GRH_BYTES - Ipv4Header::LEN..)?;
+        let addr = |at: usize| -> Option<[u8; 4]> { ip.get(at..at + 4)?.try_into().ok() };
+        let (src, dst) = (addr(12)?, addr(16)?);
+        (IpAddr::V4(src), IpAddr::V4(dst), *ip.get(1)?, *ip.get(8)?)
+    } else if ud.net_type == network_type::IPV6 {
+        // The whole header is the IPv6 one (a GRH).
+        let ip = ud.header.get(..Ipv6Header::LEN)?;
+        let addr = |at: usize| -> Option<[u8; 16]> { ip.get(at..at + 16)?.try_into().ok() };
+        let (src, dst) = (addr(8)?, addr(24)?);
+        // The traffic class straddles bytes 0 and 1.
+        let tos = (ip.first()? << 4) | (ip.get(1)? >> 4);
+        (IpAddr::V6(src), IpAddr::V6(dst), tos, *ip.get(7)?)
+    } else {
         return None;
-    }
-    // The IPv4 header sits in the last 20 bytes (`rdma_network_hdr`).
-    let ip = ud.header.get(GRH_BYTES - Ipv4Header::LEN..)?;
-    let field = |at: usize| -> Option<[u8; 4]> { ip.get(at..at + 4)?.try_into().ok() };
+    };
     Some(Path {
-        src: field(12)?,
-        dst: field(16)?,
+        src,
+        dst,
         dest_qp: ud.remote_qpn,
         src_port: src_port(qp.qpn),
-        tos: ip[1],
-        ttl: match ip[8] {
+        tos,
+        ttl: match ttl {
             0 => 64,
             t => t,
         },
@@ -256,8 +267,8 @@ fn send_wire(qp: &Arc<Qp>, wqe: &SendWqe, src: &[u8], ud: &UdDest, qkey: u32) ->
     Outcome::Done(byte_len as u32)
 }
 
-/// A UD SEND from the wire for `qp`, a datagram QP; `ip` is the IPv4
-/// header it came with. Returns whether a receive took it.
+/// A UD SEND from the wire for `qp`, a datagram QP; `ip` is the IPv4 or
+/// IPv6 header it came with. Returns whether a receive took it.
 pub(crate) fn on_datagram(qp: &Qp, ip: &[u8], pkt: &Packet<'_>) -> bool {
     let stats = &qp.dev.wire_stats;
     let Some(deth) = pkt.ext.deth else {
@@ -268,7 +279,13 @@ pub(crate) fn on_datagram(qp: &Qp, ip: &[u8], pkt: &Packet<'_>) -> bool {
         WireStats::inc(&stats.rx_drop_qkey);
         return false;
     }
-    let Some(ip) = ip.get(..Ipv4Header::LEN) else {
+    // The receiver finds an IPv4 header in the last 20 bytes of the
+    // network header, an IPv6 one filling it.
+    let (ip_len, net_type) = match ip.first().map(|b| b >> 4) {
+        Some(4) => (Ipv4Header::LEN, network_type::IPV4),
+        _ => (Ipv6Header::LEN, network_type::IPV6),
+    };
+    let Some(ip) = ip.get(..ip_len) else {
         WireStats::inc(&stats.rx_drop_bad_header);
         return false;
     };
@@ -286,7 +303,7 @@ pub(crate) fn on_datagram(qp: &Qp, ip: &[u8], pkt: &Packet<'_>) -> bool {
         ..Wc::default()
     };
     let mut header = [0u8; GRH_BYTES];
-    header[GRH_BYTES - Ipv4Header::LEN..].copy_from_slice(ip);
+    header[GRH_BYTES - ip_len..].copy_from_slice(ip);
     wc.byte_len = match write_datagram(qp, &mut recv, &header, payload) {
         Ok(n) => n,
         Err(status) => {
@@ -299,7 +316,7 @@ pub(crate) fn on_datagram(qp: &Qp, ip: &[u8], pkt: &Packet<'_>) -> bool {
     WireStats::inc(&stats.rx_datagrams);
     Stats::add(&qp.dev.stats.cpu_bytes, payload.len() as u64);
     wc.wc_flags = WC_GRH | WC_WITH_NETWORK_HDR_TYPE;
-    wc.network_hdr_type = network_type::IPV4;
+    wc.network_hdr_type = net_type;
     if let Some(imm) = pkt.ext.imm_dt {
         wc.imm_data = imm.0.to_be();
         wc.wc_flags |= WC_WITH_IMM;
