@@ -730,14 +730,9 @@ impl Rx {
     /// attached to it; whether one took it.
     fn deliver_mcast(dev: &Device, dg: &Datagram<'_>, group: &IpAddr) -> bool {
         let stats = &dev.wire_stats;
-        let Ok(pkt) = Packet::parse(dg.payload) else {
-            WireStats::inc(&stats.rx_drop_bad_header);
+        let Some(pkt) = Self::checked_packet(stats, dg) else {
             return false;
         };
-        if pkt.check_icrc(crc32_le, dg.ip_udp).is_err() {
-            WireStats::inc(&stats.rx_drop_bad_icrc);
-            return false;
-        }
         let members = if pkt.info.transport == Transport::Ud && pkt.bth.dest_qp == MCAST_QPN {
             dev.mcast.members(&group.gid())
         } else {
@@ -757,17 +752,26 @@ impl Rx {
         taken
     }
 
-    /// Hands a datagram for `dev` to its QP; whether it was taken.
-    fn deliver(dev: &Arc<Device>, dg: &Datagram<'_>, src: IpAddr, rx: &Incoming<'_>) -> bool {
-        let stats = &dev.wire_stats;
+    /// The transport packet of `dg`, if its headers parse and its ICRC
+    /// is right; a drop is counted in `stats` otherwise.
+    fn checked_packet<'a>(stats: &WireStats, dg: &Datagram<'a>) -> Option<Packet<'a>> {
         let Ok(pkt) = Packet::parse(dg.payload) else {
             WireStats::inc(&stats.rx_drop_bad_header);
-            return false;
+            return None;
         };
         if pkt.check_icrc(crc32_le, dg.ip_udp).is_err() {
             WireStats::inc(&stats.rx_drop_bad_icrc);
-            return false;
+            return None;
         }
+        Some(pkt)
+    }
+
+    /// Hands a datagram for `dev` to its QP; whether it was taken.
+    fn deliver(dev: &Arc<Device>, dg: &Datagram<'_>, src: IpAddr, rx: &Incoming<'_>) -> bool {
+        let stats = &dev.wire_stats;
+        let Some(pkt) = Self::checked_packet(stats, dg) else {
+            return false;
+        };
         let datagram = match pkt.info.transport {
             Transport::Rc | Transport::Uc => false,
             Transport::Ud => true,
