@@ -60,13 +60,15 @@ static int rust_udp_tunnel_encap_rcv(struct sock *sk, struct sk_buff *skb)
  * address of its family (@ipv6: IPv6 only, else IPv4), whose datagrams are
  * handed to @rcv with @ctx, in softirq context; the receiver owns each
  * skb.  An IPv6 socket takes datagrams without a UDP checksum, as RoCEv2
- * sends them.  NULL with *err set on failure (-EADDRINUSE when another
+ * sends them.  With @mc_loop, what the socket sends to a multicast group
+ * this host is a member of is also delivered here.  NULL with *err set on failure (-EADDRINUSE when another
  * stack has the port, -EAFNOSUPPORT without IPv6).  The caller holds a
  * reference on @net for as long as the socket is open: a kernel socket
  * holds none.
  */
 struct rust_udp_tunnel *rust_udp_tunnel_create(struct net *net, bool ipv6,
-					       u16 port, const void *ctx,
+					       bool mc_loop, u16 port,
+					       const void *ctx,
 					       rust_udp_rcv_t rcv, int *err)
 {
 	struct udp_port_cfg ucfg = {
@@ -94,6 +96,11 @@ struct rust_udp_tunnel *rust_udp_tunnel_create(struct net *net, bool ipv6,
 	}
 	tcfg.sk_user_data = t;
 	setup_udp_tunnel_sock(net, t->sock->sk, &tcfg);
+	/* The setup turns multicast loopback off; the caller says. */
+	if (ipv6)
+		inet6_assign_bit(MC6_LOOP, t->sock->sk, mc_loop);
+	else
+		inet_assign_bit(MC_LOOP, t->sock->sk, mc_loop);
 	return t;
 }
 

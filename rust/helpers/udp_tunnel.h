@@ -15,7 +15,8 @@ struct rust_udp_tunnel;
 typedef void (*rust_udp_rcv_t)(const void *ctx, struct sk_buff *skb);
 
 struct rust_udp_tunnel *rust_udp_tunnel_create(struct net *net, bool ipv6,
-					       u16 port, const void *ctx,
+					       bool mc_loop, u16 port,
+					       const void *ctx,
 					       rust_udp_rcv_t rcv, int *err);
 void rust_udp_tunnel_release(struct rust_udp_tunnel *t);
 unsigned int rust_netdev_mtu(struct net *net, int ifindex);

@@ -41,6 +41,7 @@ mod ffi {
         pub(super) fn rust_udp_tunnel_create(
             net: *mut c_void,
             ipv6: bool,
+            mc_loop: bool,
             port: u16,
             ctx: *const c_void,
             rcv: RcvFn,
@@ -308,8 +309,10 @@ unsafe extern "C" fn rcv_callback<T: Receiver>(ctx: *const c_void, skb: *mut c_v
 impl<T: Receiver> UdpTunnel<T> {
     /// Binds UDP `port` on every address of `family` of namespace `net`;
     /// `EADDRINUSE` when another socket there has it, `EAFNOSUPPORT` for
-    /// IPv6 on a kernel without it.
-    pub fn new(net: &NetNs, family: Family, port: u16, rx: Arc<T>) -> Result<Self> {
+    /// IPv6 on a kernel without it. With `mc_loop`, a datagram sent to a
+    /// multicast group this host is a member of comes back to `rx` too
+    /// (a tunnel's socket is otherwise made without multicast loopback).
+    pub fn new(net: &NetNs, family: Family, mc_loop: bool, port: u16, rx: Arc<T>) -> Result<Self> {
         let mut err: c_int = 0;
         let ctx = Arc::as_ptr(&rx).cast::<c_void>();
         let net = net.clone();
@@ -320,6 +323,7 @@ impl<T: Receiver> UdpTunnel<T> {
             ffi::rust_udp_tunnel_create(
                 net.as_raw(),
                 family == Family::V6,
+                mc_loop,
                 port,
                 ctx,
                 rcv_callback::<T>,

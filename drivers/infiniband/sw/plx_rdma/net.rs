@@ -379,7 +379,10 @@ impl Port {
             GFP_KERNEL,
         )?;
         let bind = |family| {
-            UdpTunnel::new(net, family, ROCE_PORT, rx.clone()).inspect_err(|e| {
+            // Multicast looped back: a group's members on this host (its
+            // other QPs, other devices) take what a QP sends to it, as
+            // with rxe, whose sends go out on sockets that loop.
+            UdpTunnel::new(net, family, true, ROCE_PORT, rx.clone()).inspect_err(|e| {
                 if *e != EAFNOSUPPORT {
                     pr_warn!(
                         "cannot bind UDP port {} ({:?}, {:?}): is another RoCE device (rxe) on this namespace?\n",
