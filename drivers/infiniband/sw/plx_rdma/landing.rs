@@ -33,6 +33,7 @@ use crate::{
     mover::{CopyError, Span},
     mr::MrUse,
     qp::Qp,
+    replies::Replies,
     udp_tunnel::{LinearSkb, SkbDma},
     user_pages::{GateGuard, Segment},
 };
@@ -46,10 +47,12 @@ use kernel::{
 /// 64-bit mask).
 const MAX_BURST: usize = 64;
 
-/// A received datagram, and the burst its payload's copies join.
+/// A received datagram, the burst its payload's copies join, and the READs
+/// its device's QPs answer.
 pub(crate) struct Incoming<'a> {
     pub(crate) skb: &'a Arc<LinearSkb>,
     pub(crate) landing: &'a Landing,
+    pub(crate) replies: &'a Replies,
 }
 
 /// The copies the receive work item has not handed to the engine yet.

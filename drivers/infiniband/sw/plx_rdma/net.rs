@@ -33,6 +33,7 @@ use crate::{
     net_ns::NetNs,
     rc,
     rdma::types::qp_type,
+    replies::Replies,
     ud,
     udp_tunnel::{Family, Receiver, Skb, UdpTunnel},
     wire::{
@@ -647,16 +648,20 @@ impl Rx {
         }
     }
 
-    /// The next datagram to process; `None` when none is left, and then
-    /// idle if `idle`.
-    fn next(&self, idle: bool) -> Option<Skb> {
+    /// The next datagram to process, of those in `take`; `None` when
+    /// none is left, and then idle if [`Take::AnyOrIdle`].
+    fn next(&self, take: Take) -> Option<Skb> {
         let mut q = self.q.lock();
         if !q.dead {
-            if let Some(skb) = q.answers.pop().or_else(|| q.requests.pop()) {
-                return Some(skb);
+            let skb = match take {
+                Take::Answer => q.answers.pop(),
+                Take::Any | Take::AnyOrIdle => q.answers.pop().or_else(|| q.requests.pop()),
+            };
+            if skb.is_some() {
+                return skb;
             }
         }
-        if !idle {
+        if take != Take::AnyOrIdle {
             return None;
         }
         q.running = false;
@@ -664,9 +669,14 @@ impl Rx {
         None
     }
 
+    /// Whether the port shut down.
+    fn dead(&self) -> bool {
+        self.q.lock().dead
+    }
+
     /// Takes one datagram apart and hands it to its QP; the engine's
     /// copies of its payload join `landing`.
-    fn process(&self, skb: Skb, landing: &Landing) {
+    fn process(&self, skb: Skb, landing: &Landing, replies: &Replies) {
         let full = self.queue_full.xchg(0, Relaxed);
         if full > 0 {
             self.each_device(|d| {
@@ -681,7 +691,11 @@ impl Rx {
             self.each_device(|d| WireStats::inc(&d.wire_stats.rx_drop_bad_ip_udp));
             return;
         };
-        let rx = Incoming { skb: &skb, landing };
+        let rx = Incoming {
+            skb: &skb,
+            landing,
+            replies,
+        };
         if self.take(&rx) {
             // Freed when the last copy of its bytes ends.
             skb.mark_delivered();
@@ -819,24 +833,54 @@ impl Rx {
     }
 }
 
+/// Which datagrams [`Rx::next`] takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Take {
+    /// Acknowledges and READ responses only.
+    Answer,
+    /// Any.
+    Any,
+    /// Any; if none is left, the work item goes idle.
+    AnyOrIdle,
+}
+
 impl WorkItem for Rx {
     type Pointer = Arc<Rx>;
 
     fn run(this: Arc<Rx>) {
         let landing = Landing::new();
+        let replies = Replies::new();
         loop {
-            // Every copy ends before the work item may go idle.
-            let skb = match this.next(false) {
+            // Answers first; then, while READs are being answered, a
+            // batch of their responses and one other datagram in turn.
+            let skb = match this.next(Take::Answer) {
+                Some(skb) => Some(skb),
+                None if replies.is_empty() => this.next(Take::Any),
+                None => {
+                    if this.dead() {
+                        replies.clear();
+                    } else {
+                        replies.send_batch();
+                    }
+                    match this.next(Take::Any) {
+                        Some(skb) => Some(skb),
+                        None => continue,
+                    }
+                }
+            };
+            // Every copy ends, and every READ is answered, before the
+            // work item may go idle.
+            let skb = match skb {
                 Some(skb) => skb,
                 None => {
                     landing.settle_all();
-                    match this.next(true) {
+                    match this.next(Take::AnyOrIdle) {
                         Some(skb) => skb,
                         None => break,
                     }
                 }
             };
-            this.process(skb, &landing);
+            this.process(skb, &landing, &replies);
         }
     }
 }

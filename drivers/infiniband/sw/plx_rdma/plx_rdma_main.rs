@@ -55,6 +55,7 @@ mod net;
 mod pd;
 mod qp;
 mod rc;
+mod replies;
 mod srq;
 mod stats;
 mod ud;

@@ -154,6 +154,8 @@ pub(crate) struct QpState {
     dead: bool,
     /// The transport's state on the wire.
     pub(crate) rc: RcState,
+    /// Resets so far: what was under way before one is not continued.
+    pub(crate) epoch: u32,
     /// The device's UDP port, once the QP is connected over the wire.
     port: Option<Arc<Port>>,
 }
@@ -284,6 +286,7 @@ impl Qp {
                     worker: false,
                     dead: false,
                     rc: RcState::new(),
+                    epoch: 0,
                     port: None,
                 }, "plx_rdma_qp"),
                 worker_idle <- new_condvar!("plx_rdma_qp::worker_idle"),
@@ -424,6 +427,7 @@ impl Qp {
                 while st.sq.pop().is_some() {}
                 while st.rq.pop().is_some() {}
                 st.rc.reset();
+                st.epoch = st.epoch.wrapping_add(1);
             }
             qp_state::ERR => {
                 self.answered.notify_all();

@@ -14,7 +14,8 @@
 //! length into. It then sleeps until the completer hands it the answer:
 //! an ACK covering the last PSN (or the last READ response) completes the
 //! work request; an ACK of part of it (or a READ response, placed in
-//! order) starts the timer again; a NAK for a PSN sequence error resends
+//! order) starts the timer again, as does a stale answer (the peer is
+//! busy answering what was asked before); a NAK for a PSN sequence error resends
 //! from the PSN the responder expects; an RNR NAK waits the timer the
 //! responder names (IBA table 45) and resends, `rnr_retry` times (7: for
 //! ever); other NAKs fail the request with the status rxe gives; no answer
@@ -61,6 +62,7 @@ use crate::{
     rdma::types::{
         access, qp_state, send_flags, wc_opcode, wc_status, wr_opcode, Sge, Wc, WC_WITH_IMM,
     },
+    replies::Reply,
     udp_tunnel::LinearSkb,
     wire::{
         bth::Bth,
@@ -96,7 +98,8 @@ pub(crate) struct Pending {
     /// Packets acknowledged so far (from `first`).
     acked: u32,
     /// Acknowledges of part of the message came since the requester
-    /// looked: the peer is making progress, the timer starts again.
+    /// looked, or answers to what it asked before ([`peer_alive`]): the
+    /// peer is making progress, the timer starts again.
     progress: bool,
     answer: Option<Answer>,
     /// An RDMA READ's local list, where its responses go.
@@ -669,6 +672,7 @@ pub(crate) fn on_response(qp: &Arc<Qp>, pkt: &Packet<'_>, rx: &Incoming<'_>) -> 
         // acknowledge, not by an ACK.
         Syndrome::Ack { .. } if p.read.is_some() || p.atomic.is_some() => {
             WireStats::inc(&stats.rx_stale_acks);
+            p.progress = true;
             None
         }
         Syndrome::Ack { .. } if !psn.is_before(p.last) && psn.diff(p.last) < 1 << 22 => {
@@ -686,8 +690,11 @@ pub(crate) fn on_response(qp: &Arc<Qp>, pkt: &Packet<'_>, rx: &Incoming<'_>) -> 
         }
         Syndrome::RnrNak { timer } if within => Some(Answer::Rnr(timer, psn)),
         Syndrome::Nak(code) if within => Some(Answer::Nak(code, psn)),
+        // The peer answers what was asked before (a duplicate, or one
+        // resent): it is alive, and busy (see `peer_alive`).
         _ => {
             WireStats::inc(&stats.rx_stale_acks);
+            p.progress = true;
             None
         }
     };
@@ -716,6 +723,7 @@ fn on_read_response(qp: &Arc<Qp>, pkt: &Packet<'_>, rx: &Incoming<'_>) -> bool {
     };
     let Some((first, acked, sges, num_sge, off, len)) = expected else {
         WireStats::inc(&stats.rx_stale_acks);
+        peer_alive(qp);
         return true;
     };
     let payload = pkt.payload();
@@ -758,6 +766,18 @@ fn on_read_response(qp: &Arc<Qp>, pkt: &Packet<'_>, rx: &Incoming<'_>) -> bool {
     true
 }
 
+/// An answer from `qp`'s peer to what it asked before (a response to a
+/// READ it asked again, say) starts the requester's timer again, without
+/// giving it back its retries: the peer is alive and works through a
+/// backlog that every timeout would only make longer, since each resent
+/// READ is answered whole once more. rxe's completer restarts its timer
+/// on any answer too.
+fn peer_alive(qp: &Qp) {
+    if let Some(p) = qp.state.lock().rc.pending.as_mut() {
+        p.progress = true;
+    }
+}
+
 /// An atomic acknowledge: the original value of the outstanding atomic,
 /// written into its local list by the CPU (eight bytes), which completes
 /// it. One for another PSN is stale.
@@ -778,6 +798,7 @@ fn on_atomic_ack(qp: &Qp, pkt: &Packet<'_>) -> bool {
     };
     let Some((sges, num_sge)) = expected else {
         WireStats::inc(&stats.rx_stale_acks);
+        peer_alive(qp);
         return true;
     };
     let placed = resolve(qp, &sges[..num_sge], access::LOCAL_WRITE)
@@ -858,10 +879,16 @@ fn atomic_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_>) -> b
 }
 
 /// Answers an RDMA READ request (`duplicate`: one executed before, read
-/// again): checks the QP's rights and the R_Key, then sends the responses,
-/// their payload read from the region by the CPU.
-fn read_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_>, duplicate: bool) -> bool {
-    let stats = &qp.dev.wire_stats;
+/// again): checks the QP's rights and the R_Key, then hands the READ to
+/// the receive work item's [`crate::replies::Replies`], which sends its responses.
+fn read_request(
+    qp: &Arc<Qp>,
+    port: &Port,
+    path: &Path,
+    pkt: &Packet<'_>,
+    rx: &Incoming<'_>,
+    duplicate: bool,
+) -> bool {
     let Some(reth) = pkt.ext.reth else {
         return false;
     };
@@ -869,7 +896,7 @@ fn read_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_>, duplic
     let len = u64::from(reth.len);
     let mtu = path.mtu as u64;
     let n = u32::try_from(len.div_ceil(mtu).max(1)).unwrap_or(u32::MAX);
-    let (msn, ok) = {
+    let (msn, epoch, ok) = {
         let mut st = qp.state.lock();
         let ok = st.attr.qp_access_flags & access::REMOTE_READ != 0
             && (duplicate || (st.rc.recv.is_none() && st.rc.write.is_none()));
@@ -878,7 +905,7 @@ fn read_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_>, duplic
             st.rc.nak_sent = false;
             st.rc.msn = (st.rc.msn + 1) & Psn::MASK;
         }
-        (st.rc.msn, ok)
+        (st.rc.msn, st.epoch, ok)
     };
     if !ok {
         send_ack(
@@ -892,30 +919,75 @@ fn read_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_>, duplic
         qp.enter_error();
         return true;
     }
-    // Zero bytes name no memory: no R_Key is checked (IBA 9.7.4.1.2).
-    let src = match len {
-        0 => None,
-        _ => {
-            let region = qp.dev.mrs.get(reth.rkey).and_then(|mr| {
-                let ok = mr.rkey() == reth.rkey
-                    && Arc::ptr_eq(&mr.pd, &qp.pd)
-                    && mr.allows(access::REMOTE_READ);
-                let offset = mr.offset_of(reth.va, len).filter(|_| ok)?;
-                Some(Piece { mr, offset, len })
-            });
-            match region {
-                Some(p) => Some([p]),
-                None => {
-                    let nak = Syndrome::Nak(NakCode::RemoteAccessError);
-                    send_ack(qp, port, path, psn, nak, msn);
-                    qp.enter_error();
-                    return true;
-                }
-            }
+    if read_source(qp, reth.rkey, reth.va, len).is_err() {
+        let nak = Syndrome::Nak(NakCode::RemoteAccessError);
+        send_ack(qp, port, path, psn, nak, msn);
+        qp.enter_error();
+        return true;
+    }
+    rx.replies.start(Reply {
+        qp: qp.clone(),
+        epoch,
+        first: psn,
+        n,
+        next: 0,
+        msn,
+        rkey: reth.rkey,
+        va: reth.va,
+        len,
+        mtu,
+    });
+    true
+}
+
+/// What an RDMA READ of `len` bytes at `va` of the region of R_Key `rkey`
+/// reads, if `qp` may read them; zero bytes name no memory, and no R_Key
+/// is checked for them (IBA 9.7.4.1.2).
+fn read_source(qp: &Qp, rkey: u32, va: u64, len: u64) -> Result<Option<Piece>, ()> {
+    if len == 0 {
+        return Ok(None);
+    }
+    let mr = qp.dev.mrs.get(rkey).ok_or(())?;
+    let ok = mr.rkey() == rkey && Arc::ptr_eq(&mr.pd, &qp.pd) && mr.allows(access::REMOTE_READ);
+    let offset = mr.offset_of(va, len).filter(|_| ok).ok_or(())?;
+    Ok(Some(Piece { mr, offset, len }))
+}
+
+/// Sends READ responses `reply.next..` of `reply`, `max` at most, their
+/// payload read from the region by the CPU. Returns whether some are
+/// left; `false` too when the READ ends early: the QP was reset, is going
+/// or left the states that answer, or the region went (a remote access
+/// NAK then, and ERR, as at the first response).
+pub(crate) fn send_read_responses(reply: &mut Reply, max: u32) -> bool {
+    let qp = &reply.qp;
+    let stats = &qp.dev.wire_stats;
+    {
+        let st = qp.state.lock();
+        if st.dead() || !Qp::accepts_requests(st.state) || st.epoch != reply.epoch {
+            return false;
         }
+    }
+    let Some((port, path)) = qp.wire_path() else {
+        return false;
+    };
+    let Ok(src) = read_source(qp, reply.rkey, reply.va, reply.len) else {
+        let nak = Syndrome::Nak(NakCode::RemoteAccessError);
+        send_ack(
+            qp,
+            &port,
+            &path,
+            reply.first.add(reply.next),
+            nak,
+            reply.msn,
+        );
+        qp.enter_error();
+        return false;
     };
     use opcode::code as op;
-    for i in 0..n {
+    let (n, len, mtu) = (reply.n, reply.len, reply.mtu);
+    let end = n.min(reply.next.saturating_add(max));
+    while reply.next < end {
+        let i = reply.next;
         let off = u64::from(i) * mtu;
         let size = (len - off.min(len)).min(mtu) as usize;
         let opcode = match (i, n) {
@@ -929,25 +1001,27 @@ fn read_request(qp: &Arc<Qp>, port: &Port, path: &Path, pkt: &Packet<'_>, duplic
             opcode,
             pkey: Bth::DEFAULT_PKEY,
             dest_qp: path.dest_qp,
-            psn: psn.add(i),
+            psn: reply.first.add(i),
             ..Bth::default()
         };
         let ext = ExtHeaders {
-            aeth: info
-                .filter(|i| i.has(opcode::Headers::AETH))
-                .map(|_| Aeth { syndrome: ACK, msn }),
+            aeth: info.filter(|i| i.has(opcode::Headers::AETH)).map(|_| Aeth {
+                syndrome: ACK,
+                msn: reply.msn,
+            }),
             ..ExtHeaders::default()
         };
         let fill = |out: &mut [u8]| match &src {
-            Some(s) => gather(s, off, out),
+            Some(s) => gather(core::slice::from_ref(s), off, out),
             None => Ok(()),
         };
-        if port.send(stats, path, &bth, &ext, size, fill).is_err() {
+        if port.send(stats, &path, &bth, &ext, size, fill).is_err() {
             // The requester's timer asks again.
-            break;
+            return false;
         }
+        reply.next += 1;
     }
-    true
+    reply.next < n
 }
 
 /// Waits until every payload placed before this packet landed (see
@@ -1049,6 +1123,12 @@ pub(crate) fn on_request(
 ) -> bool {
     let stats = &qp.dev.wire_stats;
     let psn = pkt.bth.psn;
+    // What the QP sends as a responder leaves in PSN order: the rest of a
+    // READ being answered before anything else (a READ asked again takes
+    // its place instead, see `crate::replies`).
+    if pkt.info.operation != Operation::RdmaReadRequest {
+        rx.replies.finish(qp);
+    }
     // PSN order, under the lock; the payload is placed outside it.
     let (taken_recv, write) = {
         let mut st = qp.state.lock();
@@ -1061,7 +1141,7 @@ pub(crate) fn on_request(
             // A READ whose responses were lost: read again.
             WireStats::inc(&stats.rx_duplicates);
             drop(st);
-            return landed(qp, rx, port, path, psn) && read_request(qp, port, path, pkt, true);
+            return landed(qp, rx, port, path, psn) && read_request(qp, port, path, pkt, rx, true);
         }
         let atomic = matches!(
             pkt.info.operation,
@@ -1105,7 +1185,9 @@ pub(crate) fn on_request(
         }
         if pkt.info.operation == Operation::RdmaReadRequest {
             drop(st);
-            return landed(qp, rx, port, path, psn) && read_request(qp, port, path, pkt, false);
+            // The responses of an earlier READ go first.
+            rx.replies.finish(qp);
+            return landed(qp, rx, port, path, psn) && read_request(qp, port, path, pkt, rx, false);
         }
         if atomic {
             drop(st);
