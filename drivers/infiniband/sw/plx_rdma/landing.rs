@@ -36,8 +36,8 @@ use crate::{
     replies::Replies,
     udp_tunnel::{LinearSkb, SkbDma},
     user_pages::{GateGuard, Segment},
+    work_list::WorkList,
 };
-use core::cell::Cell;
 use kernel::{
     prelude::*,
     sync::{atomic::Relaxed, Arc},
@@ -55,13 +55,11 @@ pub(crate) struct Incoming<'a> {
     pub(crate) replies: &'a Replies,
 }
 
-/// The copies the receive work item has not handed to the engine yet.
-///
-/// Only the work item uses it, from one thread; a `Cell` (no `RefCell`,
-/// whose borrow checks could panic) holds the list, taken out while it is
-/// worked on. Nothing done meanwhile comes back to the landing.
+/// The copies the receive work item has not handed to the engine yet
+/// (its own list: nothing done while the list is worked on comes back to
+/// the landing).
 pub(crate) struct Landing {
-    copies: Cell<KVec<Pending>>,
+    copies: WorkList<Pending>,
 }
 
 /// One payload to copy: its mapped bytes, and the region they go to.
@@ -79,16 +77,8 @@ struct Pending {
 impl Landing {
     pub(crate) const fn new() -> Self {
         Self {
-            copies: Cell::new(KVec::new()),
+            copies: WorkList::new(),
         }
-    }
-
-    /// Calls `f` with the list of copies waiting.
-    fn with_copies<R>(&self, f: impl FnOnce(&mut KVec<Pending>) -> R) -> R {
-        let mut copies = self.copies.replace(KVec::new());
-        let r = f(&mut copies);
-        self.copies.set(copies);
-        r
     }
 
     /// Adds the copy of `src`, mapped for `qp`'s engine under `gate`, to
@@ -101,7 +91,7 @@ impl Landing {
         src: SkbDma,
         gate: GateGuard,
     ) -> Result {
-        let full_or_other = self.with_copies(|c| {
+        let full_or_other = self.copies.with(|c| {
             c.len() >= MAX_BURST || c.first().is_some_and(|p| !Arc::ptr_eq(&p.qp.dev, &qp.dev))
         });
         if full_or_other {
@@ -119,13 +109,13 @@ impl Landing {
             seg,
             gate,
         };
-        self.with_copies(|c| c.push(entry, GFP_KERNEL))?;
+        self.copies.with(|c| c.push(entry, GFP_KERNEL))?;
         Ok(())
     }
 
     /// Copies the burst and waits for it. A failed copy marks its QP.
     pub(crate) fn settle_all(&self) {
-        let mut copies = self.copies.replace(KVec::new());
+        let mut copies = self.copies.take_all();
         if let Some(first) = copies.first() {
             let dev = first.qp.dev.clone();
             // Every entry holds the gate: the engine is there.
@@ -196,7 +186,7 @@ impl Landing {
             }
         }
         // Keep the allocation for the next burst.
-        self.copies.set(copies);
+        self.copies.put_back(copies);
     }
 
     /// Copies the burst and waits for it; `EIO` if one of `qp`'s copies

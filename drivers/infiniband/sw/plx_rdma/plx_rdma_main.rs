@@ -60,6 +60,7 @@ mod srq;
 mod stats;
 mod ud;
 mod wire;
+mod work_list;
 mod wq;
 
 use core::fmt;

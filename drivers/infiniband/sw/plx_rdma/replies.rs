@@ -13,7 +13,7 @@
 //! So the receive work item keeps the READs it answers here and sends
 //! [`BATCH`] responses of one of them at a time, between the datagrams it
 //! takes (`net::Rx`): answers first, then a batch, then a request. The
-//! list is the work item's own, like [`crate::landing::Landing`].
+//! list is the work item's own ([`WorkList`]).
 //!
 //! A QP's responses still leave in PSN order, before anything else it
 //! sends as a responder: a new request for a QP whose READ is not all
@@ -26,8 +26,7 @@
 //! meantime ends the READ with a remote access NAK, as at its first
 //! response.
 
-use crate::{qp::Qp, rc::send_read_responses, wire::psn::Psn};
-use core::cell::Cell;
+use crate::{qp::Qp, rc::send_read_responses, wire::psn::Psn, work_list::WorkList};
 use kernel::{prelude::*, sync::Arc};
 
 /// Responses sent in a row before the receive work item looks at its
@@ -55,34 +54,26 @@ pub(crate) struct Reply {
     pub(crate) mtu: u64,
 }
 
-/// The READs the receive work item answers. Only it uses the list, from
-/// one thread; a `Cell` holds it, taken out while it is worked on.
+/// The READs the receive work item answers.
 pub(crate) struct Replies {
-    list: Cell<KVec<Reply>>,
+    list: WorkList<Reply>,
 }
 
 impl Replies {
-    pub(crate) fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Self {
-            list: Cell::new(KVec::new()),
+            list: WorkList::new(),
         }
-    }
-
-    fn with<R>(&self, f: impl FnOnce(&mut KVec<Reply>) -> R) -> R {
-        let mut list = self.list.replace(KVec::new());
-        let r = f(&mut list);
-        self.list.set(list);
-        r
     }
 
     /// Whether no READ is left to answer.
     pub(crate) fn is_empty(&self) -> bool {
-        self.with(|l| l.is_empty())
+        self.list.with(|l| l.is_empty())
     }
 
     /// Takes `qp`'s READ out of the list.
     fn take(&self, qp: &Qp) -> Option<Reply> {
-        self.with(|l| {
+        self.list.with(|l| {
             let i = l.iter().position(|r| core::ptr::eq(&*r.qp, qp))?;
             l.remove(i).ok()
         })
@@ -93,7 +84,7 @@ impl Replies {
     /// list cannot grow, the READ is answered at once, whole.
     pub(crate) fn start(&self, reply: Reply) {
         drop(self.take(&reply.qp));
-        let refused = self.with(|l| match l.reserve(1, GFP_KERNEL) {
+        let refused = self.list.with(|l| match l.reserve(1, GFP_KERNEL) {
             Ok(()) => l.push_within_capacity(reply).err().map(|e| e.0),
             Err(_) => Some(reply),
         });
@@ -113,18 +104,20 @@ impl Replies {
     /// left goes to the back of the list, so that the READs of several
     /// QPs take turns.
     pub(crate) fn send_batch(&self) {
-        let Some(mut reply) = self.with(|l| (!l.is_empty()).then(|| l.remove(0).ok()).flatten())
+        let Some(mut reply) = self
+            .list
+            .with(|l| (!l.is_empty()).then(|| l.remove(0).ok()).flatten())
         else {
             return;
         };
         if send_read_responses(&mut reply, BATCH) {
             // Cannot fail: the list had room for it a moment ago.
-            let _ = self.with(|l| l.push_within_capacity(reply));
+            let _ = self.list.with(|l| l.push_within_capacity(reply));
         }
     }
 
     /// Forgets every READ (the port shuts down).
     pub(crate) fn clear(&self) {
-        drop(self.list.replace(KVec::new()));
+        drop(self.list.take_all());
     }
 }
