@@ -61,8 +61,9 @@ static int rust_udp_tunnel_encap_rcv(struct sock *sk, struct sk_buff *skb)
  * handed to @rcv with @ctx, in softirq context; the receiver owns each
  * skb.  An IPv6 socket takes datagrams without a UDP checksum, as RoCEv2
  * sends them.  With @mc_loop, what the socket sends to a multicast group
- * this host is a member of is also delivered here.  NULL with *err set on failure (-EADDRINUSE when another
- * stack has the port, -EAFNOSUPPORT without IPv6).  The caller holds a
+ * this host is a member of is also delivered here.  NULL with *err set on
+ * failure (-EADDRINUSE when another stack has the port, -EAFNOSUPPORT
+ * without IPv6).  The caller holds a
  * reference on @net for as long as the socket is open: a kernel socket
  * holds none.
  */

@@ -853,25 +853,22 @@ impl WorkItem for Rx {
         loop {
             // Answers first; then, while READs are being answered, a
             // batch of their responses and one other datagram in turn.
-            let skb = match this.next(Take::Answer) {
-                Some(skb) => Some(skb),
-                None if replies.is_empty() => this.next(Take::Any),
-                None => {
-                    if this.dead() {
-                        replies.clear();
-                    } else {
-                        replies.send_batch();
-                    }
-                    match this.next(Take::Any) {
-                        Some(skb) => Some(skb),
-                        None => continue,
-                    }
+            if let Some(skb) = this.next(Take::Answer) {
+                this.process(skb, &landing, &replies);
+                continue;
+            }
+            if !replies.is_empty() {
+                if this.dead() {
+                    replies.clear();
+                } else {
+                    replies.send_batch();
                 }
-            };
+            }
             // Every copy ends, and every READ is answered, before the
             // work item may go idle.
-            let skb = match skb {
+            let skb = match this.next(Take::Any) {
                 Some(skb) => skb,
+                None if !replies.is_empty() => continue,
                 None => {
                     landing.settle_all();
                     match this.next(Take::AnyOrIdle) {

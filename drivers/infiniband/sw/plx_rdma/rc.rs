@@ -15,8 +15,8 @@
 //! an ACK covering the last PSN (or the last READ response) completes the
 //! work request; an ACK of part of it (or a READ response, placed in
 //! order) starts the timer again, as does a stale answer (the peer is
-//! busy answering what was asked before); a NAK for a PSN sequence error resends
-//! from the PSN the responder expects; an RNR NAK waits the timer the
+//! busy answering what was asked before); a NAK for a PSN sequence error
+//! resends from the PSN the responder expects; an RNR NAK waits the timer the
 //! responder names (IBA table 45) and resends, `rnr_retry` times (7: for
 //! ever); other NAKs fail the request with the status rxe gives; no answer
 //! within the local ACK timeout (4.096 µs · 2^`timeout`) resends from the

@@ -89,14 +89,14 @@ impl Replies {
             Err(_) => Some(reply),
         });
         if let Some(mut reply) = refused {
-            while send_read_responses(&mut reply, u32::MAX) {}
+            send_read_responses(&mut reply, u32::MAX);
         }
     }
 
     /// Sends what is left of `qp`'s READ, if one is being answered.
     pub(crate) fn finish(&self, qp: &Qp) {
         if let Some(mut reply) = self.take(qp) {
-            while send_read_responses(&mut reply, u32::MAX) {}
+            send_read_responses(&mut reply, u32::MAX);
         }
     }
 
