@@ -4,24 +4,24 @@
 //!
 //! # Ring protocol
 //!
-//! The ring lives in coherent DMA memory. Hardware slots are taken at
-//! *submit* time, in cookie order, so that a client may prepare several
-//! descriptors and submit them in any order. `issue_pending` hands the
-//! batch submitted since the last one to the engine: it writes the batch's
-//! addresses, then (after one `dma_wmb()`) each first word with its size
-//! and VALID, then (after another) rings the one START doorbell of the
-//! batch. Submitting touches no ring memory: one access to the ring per
-//! batch, not per descriptor. Which descriptors ask for a completion
-//! interrupt is decided there too, for the whole batch (see
-//! [`ChannelConfig`]). The engine clears VALID in its write-back, which is
-//! what completion reaps, from `tail` up to the first slot the engine
-//! still owns, and never past what was issued.
+//! The ring lives in coherent DMA memory. Prep takes a descriptor without
+//! a lock (see [`Preparer`]); hardware slots are taken at *submit* time, in
+//! cookie order, so that a client may prepare several descriptors and
+//! submit them in any order. Submit writes the slot's addresses, not its
+//! first word. `issue_pending` hands the batch submitted since the last one
+//! to the engine in one pass: after one `dma_wmb()`, each first word with
+//! its size and VALID, then (after another) the one START doorbell of the
+//! batch. Which descriptors ask for a completion interrupt is decided there,
+//! for the whole batch (see [`ChannelConfig`]). The engine clears VALID in
+//! its write-back, which is what completion reaps, from `tail` up to the
+//! first slot the engine still owns, and never past what was issued.
 //!
 //! # Locking
 //!
 //! - `state` (spinlock, softirqs off) orders the ring: head, tail, the
-//!   slot table, the free descriptors and cookie assignment (the
-//!   [`Submitter`]).
+//!   slot table, the descriptors waiting for their client's ack, and
+//!   cookie assignment (the [`Submitter`]). It is the one lock a copy
+//!   takes on its way to the engine, at submit.
 //! - `completions` (spinlock, softirqs off) serializes completions and queues
 //!   the client callbacks they yield. It is taken before `state` when both
 //!   are needed. Callbacks run under no lock at all: one thread at a time
@@ -46,8 +46,8 @@
 use crate::{
     dmaengine::{
         provider::{
-            Callback, ChannelOps, Completer, DescPool, Finished, IdleDesc, NewChannel, Prepared,
-            PreparedDesc, SubmittedDesc, Submitter,
+            Callback, ChannelOps, Completer, DescPool, Finished, IdleDesc, Memcpy, NewChannel,
+            Prepared, Preparer, SubmittedDesc, Submitter,
         },
         Cookie, PrepFlags, TxResult,
     },
@@ -128,17 +128,14 @@ fn write_addresses(ring: RingMem<'_>, slot: usize, hw: &HwDesc) -> Result {
 
 /// Completions handled per lock round trip.
 const BATCH: usize = 32;
-/// Descriptors `issue_pending` writes between two write barriers.
-const ISSUE_CHUNK: usize = 32;
 /// Prefetch limit programmed at start ("four descriptors" in the C driver).
 const PREFETCH_FOUR: u32 = 8;
 
-/// What the driver remembers of a prepared or submitted descriptor.
-#[derive(Clone, Copy, Default)]
-struct SwDesc {
-    dst: DmaAddress,
-    src: DmaAddress,
+/// What the driver keeps of a submitted descriptor, in its ring slot.
+struct InRing {
+    token: SubmittedDesc,
     len: u32,
+    /// The client wants a callback.
     interrupt: bool,
     cookie: i32,
 }
@@ -164,18 +161,8 @@ struct RingState {
     /// Some descriptor submitted since the last `issue_pending` wants a
     /// callback (what coalescing needs).
     unissued_asked: bool,
-    /// Where `issue_pending` keeps a chunk's first words between its two
-    /// walks: here rather than on its stack, so that no call clears it.
-    issue_words: [u32; ISSUE_CHUNK],
-    /// The token of the descriptor each ring slot holds.
-    in_ring: KVec<Option<SubmittedDesc>>,
-    /// The token of each descriptor prepared and not yet submitted, by
-    /// descriptor index.
-    prepared: KVec<Option<PreparedDesc>>,
-    /// Software copy of each descriptor.
-    descs: KVec<SwDesc>,
-    /// Descriptors neither prepared nor in flight.
-    free: KVec<IdleDesc>,
+    /// The descriptor each ring slot holds.
+    in_ring: KVec<Option<InRing>>,
     /// Completed descriptors the client has not acked yet (no
     /// `DMA_CTRL_ACK`): not reused until it does.
     unacked: KVec<IdleDesc>,
@@ -200,43 +187,43 @@ impl RingState {
         self.issued.wrapping_sub(self.tail)
     }
 
-    /// Makes descriptor `id`, whose callback has run, reusable, or keeps it
-    /// aside until its client acks it.
+    /// Makes descriptor `d`, whose callback has run, free to be prepared
+    /// again, or keeps it aside until its client acks it. Without a
+    /// submitter the client, and its pool, are gone.
     fn recycle(&mut self, d: IdleDesc) {
-        let acked = self.submitter.as_ref().is_none_or(|s| s.acked(&d));
-        // Cannot fail: both lists have room for every descriptor.
-        let _ = if acked {
-            self.free.push_within_capacity(d)
-        } else {
-            self.unacked.push_within_capacity(d)
-        };
+        match self.submitter.as_ref() {
+            Some(sub) if sub.acked(&d) => sub.release(d),
+            // Cannot fail: room for every descriptor.
+            Some(_) => drop(self.unacked.push_within_capacity(d)),
+            None => {}
+        }
     }
 
-    /// A free descriptor, taking back those acked since they completed.
-    #[inline]
-    fn take_free(&mut self) -> Option<IdleDesc> {
-        if self.free.is_empty() {
-            let sub = self.submitter.as_ref()?;
-            // One pass, swapping the last entry into each hole (the
-            // order of the unacked list does not matter).
-            let mut i = 0;
-            while i < self.unacked.len() {
-                if !sub.acked(&self.unacked[i]) {
-                    i += 1;
-                    continue;
-                }
-                let Some(last) = self.unacked.pop() else {
-                    break;
-                };
-                let d = match self.unacked.get_mut(i) {
-                    Some(hole) => core::mem::replace(hole, last),
-                    None => last,
-                };
-                // Cannot fail: room for every descriptor.
-                let _ = self.free.push_within_capacity(d);
+    /// Frees the descriptors acked since they completed; returns whether
+    /// there were any.
+    fn release_acked(&mut self) -> bool {
+        let Some(sub) = self.submitter.as_ref() else {
+            return false;
+        };
+        let before = self.unacked.len();
+        // One pass, swapping the last entry into each hole (the order of
+        // the unacked list does not matter).
+        let mut i = 0;
+        while i < self.unacked.len() {
+            if !sub.acked(&self.unacked[i]) {
+                i += 1;
+                continue;
             }
+            let Some(last) = self.unacked.pop() else {
+                break;
+            };
+            let d = match self.unacked.get_mut(i) {
+                Some(hole) => core::mem::replace(hole, last),
+                None => last,
+            };
+            sub.release(d);
         }
-        self.free.pop()
+        self.unacked.len() != before
     }
 }
 
@@ -322,6 +309,9 @@ pub(crate) struct PlxChannel {
     /// when a terminate ends: what [`ChannelOps::synchronize`] waits for.
     #[pin]
     idle: CondVar,
+    /// Mirrors `RingState::active` for prep, which takes no lock (see
+    /// [`Self::set_active`]).
+    open: AtomicFlag,
     /// Set by the hard IRQ handler when the engine reported an error.
     error_pending: AtomicFlag,
     /// The interrupt vector is message-signalled (see
@@ -372,16 +362,11 @@ impl PlxChannel {
         }
         let ring = Devres::new(dev, mem)?;
         let mut in_ring = KVec::with_capacity(n, GFP_KERNEL)?;
-        let mut prepared = KVec::with_capacity(n, GFP_KERNEL)?;
-        let mut descs = KVec::with_capacity(n, GFP_KERNEL)?;
-        let free = KVec::with_capacity(n, GFP_KERNEL)?;
         let unacked = KVec::with_capacity(n, GFP_KERNEL)?;
         let queue = KVec::with_capacity(n, GFP_KERNEL)?;
         let spare = KVec::with_capacity(n, GFP_KERNEL)?;
         for _ in 0..n {
             in_ring.push(None, GFP_KERNEL)?;
-            prepared.push(None, GFP_KERNEL)?;
-            descs.push(SwDesc::default(), GFP_KERNEL)?;
         }
         Arc::pin_init(
             pin_init!(Self {
@@ -399,11 +384,7 @@ impl PlxChannel {
                     issued: 0,
                     tail: 0,
                     unissued_asked: false,
-                    issue_words: [0; ISSUE_CHUNK],
                     in_ring,
-                    prepared,
-                    descs,
-                    free,
                     unacked,
                     submitter: None,
                     watchdog: WatchdogState::default(),
@@ -422,6 +403,7 @@ impl PlxChannel {
                     "plx_dma_completions"
                 ),
                 idle <- new_condvar!("plx_dma_idle"),
+                open: AtomicFlag::new(false),
                 error_pending: AtomicFlag::new(false),
                 msi: AtomicFlag::new(false),
                 recovery <- new_mutex!((), "plx_dma_recovery"),
@@ -450,6 +432,13 @@ impl PlxChannel {
             stalls: Stats::get(&self.stats.stalls),
             status_reads: Stats::get(&self.stats.status_reads),
         }
+    }
+
+    /// Opens the channel to new work (`on`) or closes it: `active`, under
+    /// the ring lock, and its mirror for prep.
+    fn set_active(&self, st: &mut RingState, on: bool) {
+        st.active = on;
+        self.open.store(on, Relaxed);
     }
 
     /// Ring occupancy: descriptors submitted and not yet completed.
@@ -585,7 +574,7 @@ impl PlxChannel {
                 );
                 let mut st = self.state.lock();
                 st.dead = true;
-                st.active = false;
+                self.set_active(&mut st, false);
                 self.posted_terminate.mark_dead();
                 return false;
             }
@@ -763,10 +752,9 @@ impl PlxChannel {
                 break;
             };
             let wb = WriteBack(word);
-            let Some(desc_id) = st.in_ring[slot].as_ref().map(SubmittedDesc::index) else {
+            let Some(len) = st.in_ring[slot].as_ref().map(|d| d.len) else {
                 break;
             };
-            let d = st.descs[desc_id];
             let unissued = st.issued_in_flight() == 0;
             let abort =
                 mode == Drain::All || matches!(mode, Drain::AbortBefore(bound) if st.tail != bound);
@@ -776,30 +764,31 @@ impl PlxChannel {
                 if !abort {
                     break;
                 }
-                (TxResult::Aborted, d.len)
+                (TxResult::Aborted, len)
             } else if !wb.pending() {
-                (wb.result(), wb.residue(d.len))
+                (wb.result(), wb.residue(len))
             } else if abort {
                 // Take the descriptor back from the stopped engine.
                 let _ = write_flags(ring, slot, word & !FLAG_VALID);
-                (TxResult::Aborted, d.len)
+                (TxResult::Aborted, len)
             } else {
                 break;
             };
             if result == TxResult::NoError {
-                st.counters.bytes = st.counters.bytes.wrapping_add(u64::from(d.len - residue));
+                st.counters.bytes = st.counters.bytes.wrapping_add(u64::from(len - residue));
             }
-            let Some(token) = st.in_ring[slot].take() else {
+            let Some(mut d) = st.in_ring[slot].take() else {
                 break;
             };
             let Some(sub) = st.submitter.as_ref() else {
-                st.in_ring[slot] = Some(token);
+                st.in_ring[slot] = Some(d);
                 break;
             };
-            let fin = match sub.finish(token, result, residue) {
+            let fin = match sub.finish(d.token, result, residue) {
                 Ok(fin) => fin,
                 Err(token) => {
-                    st.in_ring[slot] = Some(token);
+                    d.token = token;
+                    st.in_ring[slot] = Some(d);
                     break;
                 }
             };
@@ -857,7 +846,7 @@ impl PlxChannel {
         // through `program_ring`, which takes the lock again.
         let active = self.state.lock().active;
         if active && self.restart().is_err() {
-            self.state.lock().active = false;
+            self.set_active(&mut self.state.lock(), false);
         }
     }
 
@@ -1015,7 +1004,7 @@ impl PlxChannel {
         {
             let mut st = self.state.lock();
             st.dead = true;
-            st.active = false;
+            self.set_active(&mut st, false);
             self.posted_terminate.mark_dead();
         }
         // A recovery the watchdog queued, or a terminate, would race
@@ -1047,7 +1036,7 @@ impl PlxChannel {
 
 impl ChannelOps for PlxChannel {
     fn alloc_resources(&self, chan: NewChannel<'_>) -> Result<u32> {
-        let (sub, comp, mut descs) = DescPool::alloc(chan, self.size as usize)?;
+        let (sub, comp) = DescPool::alloc(chan, self.size as usize)?;
         {
             let mut st = self.state.lock();
             if st.dead {
@@ -1061,21 +1050,15 @@ impl ChannelOps for PlxChannel {
             self.posted_terminate.publish_head(0);
             st.issued = 0;
             st.tail = 0;
-            st.free.clear();
             st.unacked.clear();
             st.in_ring.iter_mut().for_each(|t| *t = None);
-            st.prepared.iter_mut().for_each(|t| *t = None);
-            // Taken from the end: descriptor 0 first.
-            while let Some(d) = descs.pop() {
-                let _ = st.free.push_within_capacity(d);
-            }
         }
         self.completions.lock().completer = Some(comp);
         if let Err(e) = self.program_ring() {
             self.free_resources();
             return Err(e);
         }
-        self.state.lock().active = true;
+        self.set_active(&mut self.state.lock(), true);
         dev_dbg!(
             self.dev,
             "a client took the ring of {} descriptors\n",
@@ -1085,7 +1068,7 @@ impl ChannelOps for PlxChannel {
     }
 
     fn free_resources(&self) {
-        self.state.lock().active = false;
+        self.set_active(&mut self.state.lock(), false);
         // Under the core's `dma_list_mutex`: at most the abort's 100 ms.
         if self.stop_and_abort(Stop::Abort).is_err() {
             // The client is gone; its terminate already failed, so it kept
@@ -1109,6 +1092,7 @@ impl ChannelOps for PlxChannel {
     #[inline]
     fn prep_memcpy(
         &self,
+        prep: &Preparer<'_>,
         dst: DmaAddress,
         src: DmaAddress,
         len: usize,
@@ -1123,66 +1107,65 @@ impl ChannelOps for PlxChannel {
         if !reachable(dst, len) || !reachable(src, len) {
             return Err(ERANGE);
         }
-        let mut st = self.state.lock();
-        if !st.active {
+        // Without the lock: a submit checks again under it.
+        if !self.open.load(Relaxed) {
             return Err(ENODEV);
         }
-        let desc = st.take_free().ok_or(ENOSPC)?;
-        let id = desc.index();
-        st.descs[id] = SwDesc {
+        let copy = Memcpy {
             dst,
             src,
             len,
             interrupt: flags.contains(PrepFlags::INTERRUPT),
-            cookie: 0,
         };
-        let Some(sub) = st.submitter.as_mut() else {
-            let _ = st.free.push_within_capacity(desc);
-            return Err(ENODEV);
-        };
-        match sub.prepare(desc) {
-            Ok((prepared, token)) => {
-                st.prepared[id] = Some(token);
-                Ok(prepared)
-            }
-            Err(desc) => {
-                let _ = st.free.push_within_capacity(desc);
-                Err(EINVAL)
-            }
+        if let Some(prepared) = prep.prepare(copy) {
+            return Ok(prepared);
         }
+        // Every descriptor is taken; some may have completed without an
+        // ack then and been acked since.
+        if !self.state.lock().release_acked() {
+            return Err(ENOSPC);
+        }
+        prep.prepare(copy).ok_or(ENOSPC)
     }
 
     #[inline]
     fn tx_submit(&self, index: usize) -> Cookie {
         let mut st = self.state.lock();
-        if !st.active || index >= st.descs.len() {
+        if !st.active {
             return Cookie::error(ENODEV);
         }
         // The pool holds as many descriptors as the ring has slots.
         if st.in_flight() >= self.size {
             return Cookie::error(ENOSPC);
         }
-        // Only a prepared descriptor has a token here: a second submit of
-        // the same descriptor is refused.
-        let Some(token) = st.prepared[index].take() else {
-            return Cookie::error(EINVAL);
+        // Checked before the descriptor is taken: a refused submit leaves
+        // it prepared.
+        let Some(guard) = self.ring.try_access() else {
+            return Cookie::error(ENODEV);
         };
-        // The slot is taken now, in cookie order; `issue_pending` writes
-        // it, for the whole batch under one access to the ring.
-        let slot = self.slot(st.head);
         let Some(sub) = st.submitter.as_mut() else {
             return Cookie::error(ENODEV);
         };
-        let (cookie, token) = match sub.assign_cookie(token) {
-            Ok(assigned) => assigned,
-            Err(token) => {
-                st.prepared[index] = Some(token);
-                return Cookie::error(EINVAL);
-            }
+        // Refuses a descriptor not prepared, or submitted already.
+        let (cookie, token, copy) = match sub.submit(index) {
+            Ok(taken) => taken,
+            Err(e) => return Cookie::error(e),
         };
-        st.descs[index].cookie = cookie.raw();
-        st.unissued_asked |= st.descs[index].interrupt;
-        st.in_ring[slot] = Some(token);
+        // The slot is taken now, in cookie order, and gets its addresses;
+        // `issue_pending` makes it VALID.
+        let slot = self.slot(st.head);
+        let hw = HwDesc::copy(copy.dst, copy.src, copy.len, false);
+        let _ = write_addresses(ring_mem(&guard), slot, &hw);
+        drop(guard);
+        st.unissued_asked |= copy.interrupt;
+        if let Some(entry) = st.in_ring.get_mut(slot) {
+            *entry = Some(InRing {
+                token,
+                len: copy.len,
+                interrupt: copy.interrupt,
+                cookie: cookie.raw(),
+            });
+        }
         st.head = st.head.wrapping_add(1);
         self.posted_terminate.publish_head(st.head);
         st.counters.submitted = st.counters.submitted.wrapping_add(1);
@@ -1202,46 +1185,23 @@ impl ChannelOps for PlxChannel {
         let ring = ring_mem(&guard);
         let asked = core::mem::take(&mut st.unissued_asked);
         let mut interrupts = self.config.batch(n, asked);
-        // A chunk at a time: the addresses of its descriptors first, then
-        // their first words, with VALID. The engine may fetch these slots
-        // before (a prefetch burst, or a running engine reaching them), but
-        // must see a descriptor's fields before its VALID bit. The first
-        // words are kept from the first walk (0 for a slot with no
-        // descriptor, which gets none) so that the second need not look
-        // each descriptor up again.
+        // The addresses were written at submit; the engine may fetch these
+        // slots before (a prefetch burst, or a running engine reaching
+        // them), but must see a descriptor's fields before its VALID bit.
+        dma_mb(Write);
         let mut irq_requests = 0u64;
-        let state = &mut *st;
-        let (head, mut next) = (state.head, state.issued);
-        // Borrowed for the walk, so that the compiler keeps them in
-        // registers across the ring writes.
-        let (in_ring, descs, words) =
-            (&state.in_ring[..], &state.descs[..], &mut state.issue_words);
+        let (head, mut next) = (st.head, st.issued);
+        // Borrowed for the walk, so that the compiler keeps it in a
+        // register across the ring writes.
+        let in_ring = &st.in_ring[..];
         while next != head {
-            let first = next;
-            let k = (head.wrapping_sub(next) as usize).min(ISSUE_CHUNK);
-            for word in &mut words[..k] {
-                let slot = self.slot(next);
-                next = next.wrapping_add(1);
-                *word = match in_ring
-                    .get(slot)
-                    .and_then(Option::as_ref)
-                    .and_then(|token| descs.get(token.index()))
-                {
-                    Some(d) => {
-                        let interrupt = interrupts.next(d.interrupt);
-                        irq_requests += u64::from(interrupt);
-                        let hw = HwDesc::copy(d.dst, d.src, d.len, false);
-                        let _ = write_addresses(ring, slot, &hw);
-                        issued_word(d.len, interrupt)
-                    }
-                    None => 0,
-                };
-            }
-            dma_mb(Write);
-            for (i, &word) in (0u32..).zip(&words[..k]) {
-                if word != 0 {
-                    let _ = write_flags(ring, self.slot(first.wrapping_add(i)), word);
-                }
+            let slot = self.slot(next);
+            next = next.wrapping_add(1);
+            // A slot without a descriptor gets no VALID.
+            if let Some(d) = in_ring.get(slot).and_then(Option::as_ref) {
+                let interrupt = interrupts.next(d.interrupt);
+                irq_requests += u64::from(interrupt);
+                let _ = write_flags(ring, slot, issued_word(d.len, interrupt));
             }
         }
         st.counters.irq_requests = st.counters.irq_requests.wrapping_add(irq_requests);
@@ -1263,11 +1223,7 @@ impl ChannelOps for PlxChannel {
         self.drain(Drain::Finished);
         let st = self.state.lock();
         (0..st.in_flight())
-            .map(|i| self.slot(st.tail.wrapping_add(i)))
-            .filter_map(|slot| {
-                let id = st.in_ring.get(slot)?.as_ref()?.index();
-                st.descs.get(id)
-            })
+            .filter_map(|i| st.in_ring.get(self.slot(st.tail.wrapping_add(i)))?.as_ref())
             .find(|d| d.cookie == cookie.raw())
             .map_or(0, |d| d.len)
     }

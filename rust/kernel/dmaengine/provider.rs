@@ -15,27 +15,35 @@
 //! (`free_chan_resources`), whatever the driver does with its handles, and
 //! then revokes it: a handle the driver kept works on a pool nobody reads
 //! any more, and the client callbacks it holds no longer run. It hands out
-//! two unique capabilities and the descriptors:
+//! two unique capabilities:
 //!
-//! - a [`Submitter`], which prepares descriptors and assigns cookies; the
-//!   driver keeps it under the lock that orders its ring, which is what
-//!   serializes the channel's cookie counter;
+//! - a [`Submitter`], which submits prepared descriptors (cookies) and
+//!   gives completed ones back to be prepared again; the driver keeps it
+//!   under the lock that orders its ring, which is what serializes the
+//!   channel's cookie counter;
 //! - a [`Completer`], which completes them (cookie, unmap) and hands back
 //!   each client callback as a [`Callback`], which the driver invokes once
 //!   it holds no lock at all: a callback may call `tx_status`, terminate,
-//!   prep and submit on the same channel;
-//! - one [`IdleDesc`] per descriptor.
+//!   prep and submit on the same channel.
 //!
 //! # Descriptor states
 //!
-//! Each descriptor is a token that moves, by value, through
-//! [`IdleDesc`] → [`PreparedDesc`] ([`Submitter::prepare`]) →
-//! [`SubmittedDesc`] ([`Submitter::assign_cookie`]) → [`Finished`]
-//! ([`Submitter::finish`]) → [`IdleDesc`] ([`Completer::complete`]). None
-//! of them is `Clone`, so safe code cannot prepare a descriptor that is in
-//! flight, give a descriptor two cookies, or complete one twice (which the
-//! core answers with a `BUG_ON`): each would need a token it no longer has.
-//! A token of another pool is refused and handed back.
+//! Prep takes no lock of the driver's: [`ChannelOps::prep_memcpy`] gets a
+//! [`Preparer`] of the current client's pool, which takes a free
+//! descriptor with one atomic operation and records the copy in it. A
+//! submit then takes the prepared descriptor ([`Submitter::submit`]),
+//! once: a descriptor never prepared, or submitted already, is refused. So
+//! a copy costs one critical section of the driver's, at submit, and a
+//! client may still prepare several descriptors before submitting them, in
+//! any order.
+//!
+//! From submit on, each descriptor is a token that moves, by value,
+//! through [`SubmittedDesc`] → [`Finished`] ([`Submitter::finish`]) →
+//! [`IdleDesc`] ([`Completer::complete`]) → free again
+//! ([`Submitter::release`]). None of them is `Clone`, so safe code cannot
+//! complete a descriptor twice (which the core answers with a `BUG_ON`) or
+//! free one that is in flight: each would need a token it no longer has. A
+//! token of another pool is refused and handed back.
 //!
 //! ```compile_fail
 //! # use kernel::dmaengine::provider::*;
@@ -93,17 +101,20 @@ pub trait ChannelOps: Send + Sync + 'static {
     /// The last client released the channel: stop, abort and free.
     fn free_resources(&self);
 
-    /// Prepares a memory-to-memory copy of `len` bytes.
+    /// Prepares a memory-to-memory copy of `len` bytes with `prep`, the
+    /// current client's descriptors ([`Preparer::prepare`]).
     fn prep_memcpy(
         &self,
+        prep: &Preparer<'_>,
         dst: DmaAddress,
         src: DmaAddress,
         len: usize,
         flags: PrepFlags,
     ) -> Result<Prepared>;
 
-    /// Queues the prepared descriptor `index` (from [`Submitter::prepare`]);
-    /// returns its cookie or an error cookie.
+    /// Queues descriptor `index`, which the client prepared
+    /// ([`Submitter::submit`] checks that); returns its cookie or an
+    /// error cookie.
     fn tx_submit(&self, index: usize) -> Cookie;
 
     /// Starts the engine on everything queued.
@@ -165,6 +176,19 @@ impl<'a> NewChannel<'a> {
     }
 }
 
+/// A copy as prep recorded it, handed back to the driver at submit.
+#[derive(Clone, Copy, Default)]
+pub struct Memcpy {
+    /// Where the bytes go.
+    pub dst: DmaAddress,
+    /// Where they come from.
+    pub src: DmaAddress,
+    /// How many.
+    pub len: u32,
+    /// The client wants a completion callback (`DMA_PREP_INTERRUPT`).
+    pub interrupt: bool,
+}
+
 /// A prepared descriptor, as returned to the core by
 /// [`ChannelOps::prep_memcpy`].
 pub struct Prepared {
@@ -190,6 +214,17 @@ const CTRL_ACK: u32 = PrepFlags::ACK.0 as u32;
 struct PoolInner {
     id: u64,
     descs: KVec<NonNull<c_void>>,
+    /// One bit per descriptor free to be prepared: cleared by the
+    /// [`Preparer`] that takes it, set by [`Submitter::release`].
+    free: KVec<Atomic<u64>>,
+    /// Per descriptor, 1 from its prep to its submit (which takes it back
+    /// to 0, once).
+    prepared: KVec<Atomic<i32>>,
+    /// What prep recorded for each descriptor. Written only by the
+    /// preparer that cleared the descriptor's free bit, before it sets the
+    /// prepared flag (release); read only by the submitter that took the
+    /// flag back (acquire). The descriptor is free again only after that.
+    copies: KVec<UnsafeCell<Memcpy>>,
     /// The last cookie assigned (what `chan->cookie` is in C drivers);
     /// written by the unique [`Submitter`].
     last_used: Atomic<i32>,
@@ -322,11 +357,6 @@ desc_token!(
     IdleDesc
 );
 desc_token!(
-    /// A descriptor handed to the client by [`ChannelOps::prep_memcpy`],
-    /// not submitted yet.
-    PreparedDesc
-);
-desc_token!(
     /// A descriptor with a cookie, queued for the engine.
     SubmittedDesc
 );
@@ -334,7 +364,9 @@ desc_token!(
 // SAFETY: The descriptors are plain heap objects owned by the pool; all
 // access to their fields is serialized by `Submitter` and `Completer`.
 unsafe impl Send for PoolInner {}
-// SAFETY: See `Send`; shared references only read the pointers.
+// SAFETY: See `Send`; shared references read the pointers, and reach a
+// descriptor's copy record only as `PoolInner::copies` says: its writer
+// and its reader are ordered by the free bit and the prepared flag.
 unsafe impl Sync for PoolInner {}
 
 impl Drop for PoolInner {
@@ -352,26 +384,34 @@ impl Drop for PoolInner {
 pub struct DescPool;
 
 impl DescPool {
-    /// Allocates `count` descriptors bound to `chan`, and their tokens.
+    /// Allocates `count` descriptors bound to `chan`, all free to be
+    /// prepared.
     ///
     /// On failure, the descriptors allocated so far are freed.
     ///
     /// The abstraction keeps a reference to the pool until the client lets
     /// go of the channel, so dropping the handles early frees nothing the
     /// client may still hold.
-    pub fn alloc(
-        new: NewChannel<'_>,
-        count: usize,
-    ) -> Result<(Submitter, Completer, KVec<IdleDesc>)> {
+    pub fn alloc(new: NewChannel<'_>, count: usize) -> Result<(Submitter, Completer)> {
         let chan = new.chan;
         let id = NEXT_POOL_ID.fetch_add(1, Relaxed);
-        let mut tokens = KVec::with_capacity(count, GFP_KERNEL)?;
-        for index in 0..count {
-            tokens.push(IdleDesc { pool: id, index }, GFP_KERNEL)?;
+        let mut free = KVec::with_capacity(count.div_ceil(64), GFP_KERNEL)?;
+        for first in (0..count).step_by(64) {
+            let n = (count - first).min(64);
+            free.push(Atomic::new(u64::MAX >> (64 - n)), GFP_KERNEL)?;
+        }
+        let mut prepared = KVec::with_capacity(count, GFP_KERNEL)?;
+        let mut copies = KVec::with_capacity(count, GFP_KERNEL)?;
+        for _ in 0..count {
+            prepared.push(Atomic::new(0), GFP_KERNEL)?;
+            copies.push(UnsafeCell::new(Memcpy::default()), GFP_KERNEL)?;
         }
         let mut pool = PoolInner {
             id,
             descs: KVec::with_capacity(count, GFP_KERNEL)?,
+            free,
+            prepared,
+            copies,
             last_used: Atomic::new(MIN_COOKIE),
             completed: Atomic::new(MIN_COOKIE),
             live: Atomic::new(true),
@@ -401,7 +441,6 @@ impl DescPool {
                 pool,
                 _not_sync: PhantomData,
             },
-            tokens,
         ))
     }
 }
@@ -436,42 +475,28 @@ impl Submitter {
         self.pool.descs.get(index).copied()
     }
 
-    /// Returns descriptor `d` for the core, with its token. A token of
-    /// another pool is handed back.
-    ///
-    /// The C glue records the client's flags on the descriptor once
-    /// [`ChannelOps::prep_memcpy`] returns it: the descriptor is the
-    /// caller's from then on, and that saves a call per copy.
+    /// Takes descriptor `index`, which the client prepared, assigns it the
+    /// channel's next cookie, and returns the cookie, the descriptor's token
+    /// and the copy prep recorded in it. `EINVAL` for a descriptor that is
+    /// not prepared (never, or submitted already) or not of this pool.
     #[inline]
-    pub fn prepare(
-        &mut self,
-        d: IdleDesc,
-    ) -> core::result::Result<(Prepared, PreparedDesc), IdleDesc> {
-        let Some(raw) = self.desc(d.pool, d.index) else {
-            return Err(d);
+    pub fn submit(&mut self, index: usize) -> Result<(Cookie, SubmittedDesc, Memcpy)> {
+        let pool = &*self.pool;
+        let (Some(flag), Some(raw), Some(copy)) = (
+            pool.prepared.get(index),
+            pool.descs.get(index),
+            pool.copies.get(index),
+        ) else {
+            return Err(EINVAL);
         };
-        Ok((
-            Prepared {
-                desc: raw,
-                pool: d.pool,
-            },
-            PreparedDesc {
-                pool: d.pool,
-                index: d.index,
-            },
-        ))
-    }
-
-    /// Assigns the next cookie of the channel to descriptor `d`. A token
-    /// of another pool is handed back.
-    #[inline]
-    pub fn assign_cookie(
-        &mut self,
-        d: PreparedDesc,
-    ) -> core::result::Result<(Cookie, SubmittedDesc), PreparedDesc> {
-        let Some(raw) = self.desc(d.pool, d.index) else {
-            return Err(d);
-        };
+        if flag.xchg(0, Acquire) == 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: This submit took the prepared flag, which the preparer
+        // set (release) after writing the record, and the descriptor is
+        // not free again before this submit's descriptor completes: no one
+        // writes the record meanwhile (see `PoolInner::copies`).
+        let copy = unsafe { *copy.get() };
         // `dma_cookie_assign()`: the counter wraps to the first valid one.
         let mut next = self.last_used.wrapping_add(1);
         if next < MIN_COOKIE {
@@ -482,15 +507,29 @@ impl Submitter {
         // only once the submit returns.
         unsafe { raw.as_ptr().cast::<i32>().write_volatile(next) };
         self.last_used = next;
-        self.pool.last_used.store(next, Release);
-        let cookie = Cookie(next);
-        Ok((
-            cookie,
-            SubmittedDesc {
-                pool: d.pool,
-                index: d.index,
-            },
-        ))
+        pool.last_used.store(next, Release);
+        let token = SubmittedDesc {
+            pool: pool.id,
+            index,
+        };
+        Ok((Cookie(next), token, copy))
+    }
+
+    /// Makes descriptor `d`, completed, free to be prepared again. A token
+    /// of another pool is dropped: that pool has nothing to take back.
+    pub fn release(&self, d: IdleDesc) {
+        if d.pool != self.pool.id {
+            return;
+        }
+        let Some(word) = self.pool.free.get(d.index / 64) else {
+            return;
+        };
+        let bit = 1u64 << (d.index % 64);
+        let mut cur = word.load(Relaxed);
+        // Release: the descriptor's last use happens before its next prep.
+        while let Err(now) = word.cmpxchg(cur, cur | bit, Release) {
+            cur = now;
+        }
     }
 
     /// Whether the client acked descriptor `d` (`DMA_CTRL_ACK`, at prep
@@ -530,6 +569,57 @@ impl Submitter {
             result,
             residue,
         })
+    }
+}
+
+/// The descriptors of the client holding a channel, as
+/// [`ChannelOps::prep_memcpy`] gets them for one call: prep needs no lock
+/// of the driver's.
+pub struct Preparer<'a> {
+    pool: &'a PoolInner,
+}
+
+impl Preparer<'_> {
+    /// Takes a free descriptor and records `copy` in it for its submit;
+    /// `None` when every descriptor is prepared, in flight, or given back
+    /// to nobody yet (see [`Submitter::release`]).
+    #[inline]
+    pub fn prepare(&self, copy: Memcpy) -> Option<Prepared> {
+        let index = self.take_free()?;
+        let (Some(raw), Some(record), Some(flag)) = (
+            self.pool.descs.get(index),
+            self.pool.copies.get(index),
+            self.pool.prepared.get(index),
+        ) else {
+            return None;
+        };
+        // SAFETY: Clearing the descriptor's free bit made this call its
+        // only writer until it sets the prepared flag below, and its only
+        // reader is the submit that takes that flag (see
+        // `PoolInner::copies`).
+        unsafe { *record.get() = copy };
+        flag.store(1, Release);
+        Some(Prepared {
+            desc: *raw,
+            pool: self.pool.id,
+        })
+    }
+
+    /// Clears the lowest free bit and returns its descriptor's index.
+    #[inline]
+    fn take_free(&self) -> Option<usize> {
+        for (w, word) in self.pool.free.iter().enumerate() {
+            let mut cur = word.load(Relaxed);
+            while cur != 0 {
+                let bit = cur.trailing_zeros();
+                // Acquire: pairs with the release that freed it.
+                match word.cmpxchg(cur, cur & !(1u64 << bit), Acquire) {
+                    Ok(_) => return Some(w * 64 + bit as usize),
+                    Err(now) => cur = now,
+                }
+            }
+        }
+        None
     }
 }
 
@@ -941,9 +1031,14 @@ unsafe extern "C" fn prep_memcpy<T: ChannelOps>(
 ) -> *mut c_void {
     // SAFETY: As in `alloc_chan_resources`.
     let slot = unsafe { slot::<T>(ctx) };
+    // Only a client holding the channel calls prep.
+    let Some(pool) = slot.pool.current() else {
+        return core::ptr::null_mut();
+    };
+    let prep = Preparer { pool };
     match slot
         .ops
-        .prep_memcpy(dst, src, len, PrepFlags::from_raw(flags))
+        .prep_memcpy(&prep, dst, src, len, PrepFlags::from_raw(flags))
     {
         // Only the current client's pool outlives the client's use of the
         // descriptor (a stale one may be freed while it holds it).

@@ -27,7 +27,7 @@ mod module_queue;
 
 use dmaengine::{
     provider::{
-        Callback, ChannelOps, Completer, DescPool, IdleDesc, NewChannel, Prepared, PreparedDesc,
+        Callback, ChannelOps, Completer, DescPool, Memcpy, NewChannel, Prepared, Preparer,
         Registration, Submitter,
     },
     Cookie, PrepFlags, TxResult,
@@ -63,8 +63,6 @@ enum Misuse {
 struct Handles {
     sub: Option<Submitter>,
     comp: Option<Completer>,
-    idle: KVec<IdleDesc>,
-    prepared: Option<PreparedDesc>,
     /// A callback of a former client, kept on purpose.
     stale: Option<Callback>,
     /// That client's completer, kept on purpose.
@@ -89,12 +87,10 @@ impl ChannelOps for MisuseChan {
         if let (Some(cb), Some(old)) = (stale, old) {
             old.runner().run(|gate| gate.invoke(cb));
         }
-        let (sub, comp, idle) = DescPool::alloc(chan, 2)?;
+        let (sub, comp) = DescPool::alloc(chan, 2)?;
         let mut h = self.handles.lock();
         h.sub = Some(sub);
         h.comp = Some(comp);
-        h.idle = idle;
-        h.prepared = None;
         Ok(2)
     }
 
@@ -106,41 +102,34 @@ impl ChannelOps for MisuseChan {
         if h.stale.is_some() {
             h.stale_comp = comp;
         }
-        h.idle.clear();
-        h.prepared = None;
     }
 
     fn prep_memcpy(
         &self,
+        prep: &Preparer<'_>,
         _dst: DmaAddress,
         _src: DmaAddress,
         _len: usize,
         _flags: PrepFlags,
     ) -> Result<Prepared> {
-        let mut h = self.handles.lock();
-        let d = h.idle.pop().ok_or(ENOSPC)?;
-        let sub = h.sub.as_mut().ok_or(ENODEV)?;
-        let (prepared, token) = sub.prepare(d).map_err(|_| EINVAL)?;
-        h.prepared = Some(token);
+        let prepared = prep.prepare(Memcpy::default()).ok_or(ENOSPC)?;
         if self.misuse == Misuse::EarlyDrop {
             // The misuse: every handle of the pool goes, the client's
             // descriptor with it unless the abstraction keeps it.
+            let mut h = self.handles.lock();
             h.sub = None;
             h.comp = None;
-            h.idle.clear();
         }
         Ok(prepared)
     }
 
-    fn tx_submit(&self, _index: usize) -> Cookie {
+    fn tx_submit(&self, index: usize) -> Cookie {
         let mut guard = self.handles.lock();
         let h = &mut *guard;
-        let (Some(token), Some(sub), Some(comp)) =
-            (h.prepared.take(), h.sub.as_mut(), h.comp.as_mut())
-        else {
+        let (Some(sub), Some(comp)) = (h.sub.as_mut(), h.comp.as_mut()) else {
             return Cookie::error(ENODEV);
         };
-        let Ok((cookie, submitted)) = sub.assign_cookie(token) else {
+        let Ok((cookie, submitted, _)) = sub.submit(index) else {
             return Cookie::error(EINVAL);
         };
         // Completes at once: nothing is copied.
@@ -150,7 +139,7 @@ impl ChannelOps for MisuseChan {
         let Ok((cb, idle)) = comp.complete(finished) else {
             return Cookie::error(EINVAL);
         };
-        let _ = h.idle.push(idle, GFP_ATOMIC);
+        sub.release(idle);
         if self.misuse == Misuse::StaleCallback {
             // Kept instead of invoked (see `alloc_resources`).
             h.stale = Some(cb);

@@ -212,7 +212,7 @@ impl PlxChannel {
             self.drain(Drain::AbortBefore(bound));
             let active = self.state.lock().active;
             if active && self.restart().is_err() {
-                self.state.lock().active = false;
+                self.set_active(&mut self.state.lock(), false);
             }
         }
     }
