@@ -51,7 +51,7 @@ use crate::{
         },
         Cookie, PrepFlags, TxResult,
     },
-    hw_desc::{issued_word, reachable, HwDesc, WriteBack, FLAG_VALID, MAX_ADDRESS, MAX_COPY},
+    hw_desc::{copy_len, issued_word, reachable, HwDesc, WriteBack, FLAG_VALID, MAX_ADDRESS},
     pci_ext::BusMaster,
     regs::{self, BAR0_SIZE},
     spinlock_bh::{new_spinlock_bh, SpinLockBh},
@@ -1090,21 +1090,18 @@ impl ChannelOps for PlxChannel {
     }
 
     #[inline]
-    fn prep_memcpy(
+    fn prep_memcpy<'a>(
         &self,
-        prep: &Preparer<'_>,
+        prep: &Preparer<'a>,
         dst: DmaAddress,
         src: DmaAddress,
         len: usize,
         flags: PrepFlags,
-    ) -> Result<Prepared> {
+    ) -> Result<Prepared<'a>> {
         // One descriptor per copy: longer copies are refused, and the
         // device's max_seg_size tells clients so up front.
-        let len = u32::try_from(len).map_err(|_| EINVAL)?;
-        if len == 0 || len > MAX_COPY {
-            return Err(EINVAL);
-        }
-        if !reachable(dst, len) || !reachable(src, len) {
+        let len = copy_len(len).ok_or(EINVAL)?;
+        if !reachable(dst.max(src), len) {
             return Err(ERANGE);
         }
         // Without the lock: a submit checks again under it.

@@ -19,12 +19,25 @@ const WB_SUCCESS: u32 = 1 << 30;
 const WB_RD_FAIL: u32 = 1 << 29;
 const WB_WR_FAIL: u32 = 1 << 28;
 
-/// Whether the engine reaches every byte of the `len` bytes at `addr`.
+/// Whether the engine reaches every byte of the `len` bytes at `addr`
+/// (of two buffers, the higher address tells for both).
 #[inline]
 pub(crate) fn reachable(addr: DmaAddress, len: u32) -> bool {
     // Once `addr` is within reach, the room above it neither wraps nor
     // goes negative.
     addr <= MAX_ADDRESS && u64::from(len) <= MAX_ADDRESS - addr + 1
+}
+
+/// `len` as one descriptor's size, if one descriptor can copy it (1 to
+/// [`MAX_COPY`] bytes).
+#[inline]
+pub(crate) fn copy_len(len: usize) -> Option<u32> {
+    // One comparison for both ends: 0 wraps to the top.
+    if len.wrapping_sub(1) < MAX_COPY as usize {
+        u32::try_from(len).ok()
+    } else {
+        None
+    }
 }
 
 /// A descriptor as it sits in the ring (little-endian on the wire; the

@@ -103,14 +103,14 @@ pub trait ChannelOps: Send + Sync + 'static {
 
     /// Prepares a memory-to-memory copy of `len` bytes with `prep`, the
     /// current client's descriptors ([`Preparer::prepare`]).
-    fn prep_memcpy(
+    fn prep_memcpy<'a>(
         &self,
-        prep: &Preparer<'_>,
+        prep: &Preparer<'a>,
         dst: DmaAddress,
         src: DmaAddress,
         len: usize,
         flags: PrepFlags,
-    ) -> Result<Prepared>;
+    ) -> Result<Prepared<'a>>;
 
     /// Queues descriptor `index`, which the client prepared
     /// ([`Submitter::submit`] checks that); returns its cookie or an
@@ -191,11 +191,28 @@ pub struct Memcpy {
 
 /// A prepared descriptor, as returned to the core by
 /// [`ChannelOps::prep_memcpy`].
-pub struct Prepared {
+///
+/// Only a [`Preparer`] makes one, and it lives no longer than the
+/// `prep_memcpy` call that [`Preparer`] was given to: the core only gets
+/// descriptors of the pool of the channel's current client, by
+/// construction, with no check at run time. (Invariant in `'a`, so that it
+/// cannot be passed off as one of a longer call either.)
+pub struct Prepared<'a> {
     desc: NonNull<c_void>,
-    /// The pool it belongs to: the core only gets descriptors of the pool
-    /// of the channel's current client.
-    pool: u64,
+    _call: PhantomData<fn(&'a ()) -> &'a ()>,
+}
+
+/// One descriptor of a pool.
+struct DescSlot {
+    /// The C descriptor.
+    desc: NonNull<c_void>,
+    /// 1 from its prep to its submit (which takes it back to 0, once).
+    prepared: Atomic<u64>,
+    /// What prep recorded. Written only by the preparer that cleared the
+    /// descriptor's free bit, before it sets `prepared` (release); read
+    /// only by the submitter that took `prepared` back (acquire). The
+    /// descriptor is free again only after that.
+    copy: UnsafeCell<Memcpy>,
 }
 
 /// Identifies a pool, so that a descriptor token is used with its own.
@@ -213,24 +230,18 @@ const CTRL_ACK: u32 = PrepFlags::ACK.0 as u32;
 /// The descriptors of one client of a channel, and its cookie counters.
 struct PoolInner {
     id: u64,
-    descs: KVec<NonNull<c_void>>,
+    descs: KVec<DescSlot>,
     /// One bit per descriptor free to be prepared: cleared by the
     /// [`Preparer`] that takes it, set by [`Submitter::release`].
     free: KVec<Atomic<u64>>,
-    /// Per descriptor, 1 from its prep to its submit (which takes it back
-    /// to 0, once).
-    prepared: KVec<Atomic<i32>>,
-    /// What prep recorded for each descriptor. Written only by the
-    /// preparer that cleared the descriptor's free bit, before it sets the
-    /// prepared flag (release); read only by the submitter that took the
-    /// flag back (acquire). The descriptor is free again only after that.
-    copies: KVec<UnsafeCell<Memcpy>>,
     /// The last cookie assigned (what `chan->cookie` is in C drivers);
-    /// written by the unique [`Submitter`].
-    last_used: Atomic<i32>,
+    /// written by the unique [`Submitter`]. 64 bits wide, as `completed`
+    /// and a descriptor's `prepared`: in a module, the kernel's 32-bit
+    /// atomics cost an out-of-line call per operation (bench.rst).
+    last_used: Atomic<i64>,
     /// The last cookie completed (`chan->completed_cookie`); written by the
     /// unique [`Completer`].
-    completed: Atomic<i32>,
+    completed: Atomic<i64>,
     /// Cleared when the client lets go of the channel: its callbacks no
     /// longer run.
     live: Atomic<bool>,
@@ -242,8 +253,9 @@ impl PoolInner {
     /// Whether `cookie` completed, with the counters it was judged by
     /// (`dma_async_is_complete()`: cookies wrap around).
     fn status(&self, cookie: i32) -> (bool, i32, i32) {
-        let used = self.last_used.load(Acquire);
-        let last = self.completed.load(Acquire);
+        // Only ever stored from `i32` cookies.
+        let used = self.last_used.load(Acquire) as i32;
+        let last = self.completed.load(Acquire) as i32;
         let done = if last <= used {
             cookie <= last || cookie > used
         } else {
@@ -289,12 +301,6 @@ impl PoolSlot {
         // client's call, which is where this is read; the borrow ends with
         // the call.
         unsafe { (*self.0.get()).as_deref() }
-    }
-
-    /// The current client's pool ID, without touching its reference count.
-    fn current_id(&self) -> Option<u64> {
-        // SAFETY: As in `current`.
-        unsafe { (*self.0.get()).as_ref().map(|p| p.id) }
     }
 
     /// Installs the pool of a new allocation.
@@ -365,8 +371,8 @@ desc_token!(
 // access to their fields is serialized by `Submitter` and `Completer`.
 unsafe impl Send for PoolInner {}
 // SAFETY: See `Send`; shared references read the pointers, and reach a
-// descriptor's copy record only as `PoolInner::copies` says: its writer
-// and its reader are ordered by the free bit and the prepared flag.
+// descriptor's copy record only as `DescSlot::copy` says: its writer and
+// its reader are ordered by the free bit and the prepared flag.
 unsafe impl Sync for PoolInner {}
 
 impl Drop for PoolInner {
@@ -375,7 +381,7 @@ impl Drop for PoolInner {
             // SAFETY: Each pointer came from `rust_dma_desc_alloc` and is
             // freed once, here, after every user (which holds an `Arc` of the
             // pool) is gone.
-            unsafe { ffi::rust_dma_desc_free(d.as_ptr()) };
+            unsafe { ffi::rust_dma_desc_free(d.desc.as_ptr()) };
         }
     }
 }
@@ -400,20 +406,12 @@ impl DescPool {
             let n = (count - first).min(64);
             free.push(Atomic::new(u64::MAX >> (64 - n)), GFP_KERNEL)?;
         }
-        let mut prepared = KVec::with_capacity(count, GFP_KERNEL)?;
-        let mut copies = KVec::with_capacity(count, GFP_KERNEL)?;
-        for _ in 0..count {
-            prepared.push(Atomic::new(0), GFP_KERNEL)?;
-            copies.push(UnsafeCell::new(Memcpy::default()), GFP_KERNEL)?;
-        }
         let mut pool = PoolInner {
             id,
             descs: KVec::with_capacity(count, GFP_KERNEL)?,
             free,
-            prepared,
-            copies,
-            last_used: Atomic::new(MIN_COOKIE),
-            completed: Atomic::new(MIN_COOKIE),
+            last_used: Atomic::new(MIN_COOKIE.into()),
+            completed: Atomic::new(MIN_COOKIE.into()),
             live: Atomic::new(true),
             invoking: Atomic::new(0),
         };
@@ -423,7 +421,12 @@ impl DescPool {
             let d = NonNull::new(d).ok_or(ENOMEM)?;
             // Owned by `pool` at once, whose drop frees it on any error
             // below; the capacity was reserved, so this cannot fail.
-            if pool.descs.push_within_capacity(d).is_err() {
+            let slot = DescSlot {
+                desc: d,
+                prepared: Atomic::new(0),
+                copy: UnsafeCell::new(Memcpy::default()),
+            };
+            if pool.descs.push_within_capacity(slot).is_err() {
                 // SAFETY: `d` is ours and was not stored anywhere.
                 unsafe { ffi::rust_dma_desc_free(d.as_ptr()) };
                 return Err(ENOMEM);
@@ -472,7 +475,7 @@ impl Submitter {
         if pool != self.pool.id {
             return None;
         }
-        self.pool.descs.get(index).copied()
+        self.pool.descs.get(index).map(|d| d.desc)
     }
 
     /// Takes descriptor `index`, which the client prepared, assigns it the
@@ -482,21 +485,17 @@ impl Submitter {
     #[inline]
     pub fn submit(&mut self, index: usize) -> Result<(Cookie, SubmittedDesc, Memcpy)> {
         let pool = &*self.pool;
-        let (Some(flag), Some(raw), Some(copy)) = (
-            pool.prepared.get(index),
-            pool.descs.get(index),
-            pool.copies.get(index),
-        ) else {
+        let Some(slot) = pool.descs.get(index) else {
             return Err(EINVAL);
         };
-        if flag.xchg(0, Acquire) == 0 {
+        if slot.prepared.xchg(0, Acquire) == 0 {
             return Err(EINVAL);
         }
         // SAFETY: This submit took the prepared flag, which the preparer
         // set (release) after writing the record, and the descriptor is
         // not free again before this submit's descriptor completes: no one
-        // writes the record meanwhile (see `PoolInner::copies`).
-        let copy = unsafe { *copy.get() };
+        // writes the record meanwhile (see `DescSlot::copy`).
+        let copy = unsafe { *slot.copy.get() };
         // `dma_cookie_assign()`: the counter wraps to the first valid one.
         let mut next = self.last_used.wrapping_add(1);
         if next < MIN_COOKIE {
@@ -505,9 +504,9 @@ impl Submitter {
         // SAFETY: `raw` is a live descriptor of this pool, whose cookie is
         // its first field (asserted by the helper); the client reads it
         // only once the submit returns.
-        unsafe { raw.as_ptr().cast::<i32>().write_volatile(next) };
+        unsafe { slot.desc.as_ptr().cast::<i32>().write_volatile(next) };
         self.last_used = next;
-        pool.last_used.store(next, Release);
+        pool.last_used.store(next.into(), Release);
         let token = SubmittedDesc {
             pool: pool.id,
             index,
@@ -579,29 +578,21 @@ pub struct Preparer<'a> {
     pool: &'a PoolInner,
 }
 
-impl Preparer<'_> {
+impl<'a> Preparer<'a> {
     /// Takes a free descriptor and records `copy` in it for its submit;
     /// `None` when every descriptor is prepared, in flight, or given back
     /// to nobody yet (see [`Submitter::release`]).
     #[inline]
-    pub fn prepare(&self, copy: Memcpy) -> Option<Prepared> {
-        let index = self.take_free()?;
-        let (Some(raw), Some(record), Some(flag)) = (
-            self.pool.descs.get(index),
-            self.pool.copies.get(index),
-            self.pool.prepared.get(index),
-        ) else {
-            return None;
-        };
+    pub fn prepare(&self, copy: Memcpy) -> Option<Prepared<'a>> {
+        let slot = self.pool.descs.get(self.take_free()?)?;
         // SAFETY: Clearing the descriptor's free bit made this call its
         // only writer until it sets the prepared flag below, and its only
-        // reader is the submit that takes that flag (see
-        // `PoolInner::copies`).
-        unsafe { *record.get() = copy };
-        flag.store(1, Release);
+        // reader is the submit that takes that flag (see `DescSlot::copy`).
+        unsafe { *slot.copy.get() = copy };
+        slot.prepared.store(1, Release);
         Some(Prepared {
-            desc: *raw,
-            pool: self.pool.id,
+            desc: slot.desc,
+            _call: PhantomData,
         })
     }
 
@@ -683,7 +674,7 @@ impl Completer {
         let cookie = unsafe { cookie_ptr.read_volatile() };
         // `dma_cookie_complete()`: only a submitted descriptor has one.
         if cookie >= MIN_COOKIE {
-            self.pool.completed.store(cookie, Release);
+            self.pool.completed.store(cookie.into(), Release);
         }
         // SAFETY: As above; `&mut self` serializes completions.
         unsafe { cookie_ptr.write_volatile(0) };
@@ -1040,13 +1031,9 @@ unsafe extern "C" fn prep_memcpy<T: ChannelOps>(
         .ops
         .prep_memcpy(&prep, dst, src, len, PrepFlags::from_raw(flags))
     {
-        // Only the current client's pool outlives the client's use of the
-        // descriptor (a stale one may be freed while it holds it).
-        Ok(p) if slot.pool.current_id() == Some(p.pool) => p.desc.as_ptr(),
-        Ok(_) => {
-            pr_err!("dmaengine: a driver prepared a descriptor of a former client\n");
-            core::ptr::null_mut()
-        }
+        // Of the current client's pool, which outlives the client's use of
+        // the descriptor: `Prepared` cannot outlive `prep` (its type).
+        Ok(p) => p.desc.as_ptr(),
         Err(_) => core::ptr::null_mut(),
     }
 }

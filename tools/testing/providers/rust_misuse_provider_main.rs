@@ -104,14 +104,14 @@ impl ChannelOps for MisuseChan {
         }
     }
 
-    fn prep_memcpy(
+    fn prep_memcpy<'a>(
         &self,
-        prep: &Preparer<'_>,
+        prep: &Preparer<'a>,
         _dst: DmaAddress,
         _src: DmaAddress,
         _len: usize,
         _flags: PrepFlags,
-    ) -> Result<Prepared> {
+    ) -> Result<Prepared<'a>> {
         let prepared = prep.prepare(Memcpy::default()).ok_or(ENOSPC)?;
         if self.misuse == Misuse::EarlyDrop {
             // The misuse: every handle of the pool goes, the client's

@@ -57,8 +57,10 @@ pub(super) struct TerminateState {
 /// What a terminate with interrupts off leaves for the work item, outside
 /// the ring lock.
 pub(super) struct PostedTerminate {
-    /// The ring's free-running head as of the last submit.
-    head: Atomic<u32>,
+    /// The ring's free-running head as of the last submit (a `u32`, kept in
+    /// 64 bits: the kernel's 32-bit atomics cost a module an out-of-line
+    /// call per operation, and this one is on every submit).
+    head: Atomic<u64>,
     /// A posted request: [`POSTED`] with the head in the low bits, or 0.
     request: Atomic<u64>,
     /// The channel was declared dead (mirrors `RingState::dead`).
@@ -80,7 +82,7 @@ impl PostedTerminate {
     /// Publishes the head a submit (or a reset) left, under the ring lock.
     #[inline(always)]
     pub(super) fn publish_head(&self, head: u32) {
-        self.head.store(head, Release);
+        self.head.store(head.into(), Release);
     }
 
     /// The channel is dead: posted terminates fail from now on.
@@ -152,7 +154,7 @@ impl PlxChannel {
             return Err(EIO);
         }
         let bound = posted.head.load(Acquire);
-        posted.request.store(POSTED | u64::from(bound), Release);
+        posted.request.store(POSTED | bound, Release);
         // An early hint; the work item asks again once the ring is
         // detached, since a doorbell rung meanwhile may clear it.
         this.request_pause();
