@@ -666,8 +666,8 @@ impl PlxChannel {
             drop(comp);
             if let Some(runner) = runner {
                 runner.run(|gate| {
-                    for callback in batch.iter_mut().filter_map(|e| e.callback.take()) {
-                        gate.invoke(callback);
+                    for ended in batch.iter_mut() {
+                        gate.invoke_in_place(&mut ended.callback);
                     }
                 });
             }

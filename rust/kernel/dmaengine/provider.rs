@@ -744,6 +744,20 @@ impl CallbackGate<'_> {
     /// Calls the client's callback, if it set one, the pool is this
     /// gate's and its client still holds the channel.
     pub fn invoke(&self, cb: Callback) {
+        self.call(&cb);
+    }
+
+    /// Invokes the callback in `slot`, if any, as [`Self::invoke`] does,
+    /// where it lies, and leaves `slot` empty: a queue of callbacks runs
+    /// without moving each out first.
+    pub fn invoke_in_place(&self, slot: &mut Option<Callback>) {
+        if let Some(cb) = slot.as_ref() {
+            self.call(cb);
+        }
+        *slot = None;
+    }
+
+    fn call(&self, cb: &Callback) {
         if !self.live || cb.pool != self.pool {
             return;
         }
@@ -751,7 +765,9 @@ impl CallbackGate<'_> {
         // descriptor of this gate's pool, whose client still held the
         // channel when the counted section began, and
         // `free_chan_resources` waits for the section to end; the caller
-        // holds no channel lock (`Callback`'s documentation).
+        // holds no channel lock (`Callback`'s documentation), and each
+        // callback is called once: `invoke` consumes it, `invoke_in_place`
+        // empties its slot.
         unsafe { ffi::rust_dma_callback_invoke(&cb.raw, cb.result as c_uint, cb.residue) };
     }
 }
