@@ -501,9 +501,9 @@ impl Submitter {
         if next < MIN_COOKIE {
             next = MIN_COOKIE;
         }
-        // SAFETY: `raw` is a live descriptor of this pool, whose cookie is
-        // its first field (asserted by the helper); the client reads it
-        // only once the submit returns.
+        // SAFETY: `slot.desc` is a live descriptor of this pool, whose
+        // cookie is its first field (asserted by the helper); the client
+        // reads it only once the submit returns.
         unsafe { slot.desc.as_ptr().cast::<i32>().write_volatile(next) };
         self.last_used = next;
         pool.last_used.store(next.into(), Release);
