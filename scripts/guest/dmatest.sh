@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0
 # Guest-side dmatest driver, sourced by suites after lib.sh.
 #
-#   dmatest_run LABEL ITERATIONS BUF_SIZE [EXPECTED_CHANNELS]
+#   dmatest_run LABEL ITERATIONS BUF_SIZE [EXPECTED_CHANNELS [THREADS]]
 #
-# Runs dmatest (verification on) with one thread on every memcpy channel,
-# waits for it, keeps its summary lines as TAP diagnostics and adds test
+# Runs dmatest (verification on) with THREADS threads (default one) on
+# every memcpy channel, waits for it, keeps its summary lines as TAP diagnostics and adds test
 # points: the expected channels ran, every copy was made, none failed.
 # dmatest keeps its channels until `dmatest_release`.  The summary lines,
 # each tagged with its channel's driver, are also kept in
@@ -23,17 +23,17 @@
 
 DMATEST=/sys/module/dmatest/parameters
 
-# dmatest_start ITERATIONS BUF_SIZE [VERIFY] [RANDOM]: configures dmatest
-# (one thread per memcpy channel; verification and random lengths and
-# offsets unless VERIFY or RANDOM is 0), starts it and leaves in $mark the
-# kernel-log line that precedes its output.
+# dmatest_start ITERATIONS BUF_SIZE [VERIFY] [RANDOM] [THREADS]: configures
+# dmatest (THREADS threads, default one, per memcpy channel; verification
+# and random lengths and offsets unless VERIFY or RANDOM is 0), starts it
+# and leaves in $mark the kernel-log line that precedes its output.
 dmatest_start() {
 	modprobe dmatest || return 1
 	echo 0 >$DMATEST/run 2>/dev/null
 	echo 5000 >$DMATEST/timeout
 	echo "$1" >$DMATEST/iterations
 	echo "$2" >$DMATEST/test_buf_size
-	echo 1 >$DMATEST/threads_per_chan
+	echo "${5:-1}" >$DMATEST/threads_per_chan
 	echo $((1 - ${3:-1})) >$DMATEST/noverify
 	echo $((1 - ${4:-1})) >$DMATEST/norandom
 	echo 0 >$DMATEST/max_channels
@@ -63,8 +63,8 @@ dmatest_summaries() {
 }
 
 dmatest_run() {
-	label=$1 iters=$2 bufsize=$3 want=${4:-1}
-	dmatest_start "$iters" "$bufsize" || { not_ok "$label: modprobe dmatest"; return; }
+	label=$1 iters=$2 bufsize=$3 want=${4:-1} threads=${5:-1}
+	dmatest_start "$iters" "$bufsize" 1 1 "$threads" || { not_ok "$label: modprobe dmatest"; return; }
 	summary=$(dmatest_summaries)
 	printf '%s\n' "$summary" | while read -r line; do
 		chan=$(echo "$line" | sed -n 's/.*dmatest: \(dma[0-9]*chan[0-9]*\)-.*/\1/p')
@@ -73,7 +73,14 @@ dmatest_run() {
 	chans=$(printf '%s\n' "$summary" | grep -c summary)
 	tests=$(printf '%s\n' "$summary" | sed -n 's/.*summary \([0-9]*\) tests.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
 	fails=$(printf '%s\n' "$summary" | sed -n 's/.* \([0-9]*\) failures.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
-	check "$label: dmatest ran on $want channel(s) (saw $chans)" test "$chans" -eq "$want"
+	# One summary line a thread.
+	if [ "$threads" = 1 ]; then
+		check "$label: dmatest ran on $want channel(s) (saw $chans)" test "$chans" -eq "$want"
+	else
+		check "$label: dmatest ran $threads threads on each of $want channel(s) (saw $chans)" \
+			test "$chans" -eq $((want * threads))
+	fi
+	want=$((want * threads))
 	check "$label: $tests copies made, $((iters * want)) expected" test "$tests" -eq $((iters * want))
 	check "$label: 0 failures (saw $fails)" test "$fails" -eq 0
 }
