@@ -73,15 +73,11 @@ dmatest_run() {
 	chans=$(printf '%s\n' "$summary" | grep -c summary)
 	tests=$(printf '%s\n' "$summary" | sed -n 's/.*summary \([0-9]*\) tests.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
 	fails=$(printf '%s\n' "$summary" | sed -n 's/.* \([0-9]*\) failures.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
-	# One summary line a thread.
-	if [ "$threads" = 1 ]; then
-		check "$label: dmatest ran on $want channel(s) (saw $chans)" test "$chans" -eq "$want"
-	else
-		check "$label: dmatest ran $threads threads on each of $want channel(s) (saw $chans)" \
-			test "$chans" -eq $((want * threads))
-	fi
-	want=$((want * threads))
-	check "$label: $tests copies made, $((iters * want)) expected" test "$tests" -eq $((iters * want))
+	# One summary line, and ITERATIONS copies, a thread.
+	runs=$((want * threads)) on="on $want channel(s)"
+	[ "$threads" = 1 ] || on="$threads threads on each of $want channel(s)"
+	check "$label: dmatest ran $on (saw $chans)" test "$chans" -eq "$runs"
+	check "$label: $tests copies made, $((iters * runs)) expected" test "$tests" -eq $((iters * runs))
 	check "$label: 0 failures (saw $fails)" test "$fails" -eq 0
 }
 
