@@ -105,6 +105,9 @@ pub(crate) struct Mover {
     timeout_base_ms: u32,
     /// Received payloads from this many bytes on are the engine's.
     payload_engine_min: u32,
+    /// Copies between two regions from this many bytes on are the
+    /// engine's.
+    copy_engine_min: u32,
 }
 
 impl Mover {
@@ -112,6 +115,7 @@ impl Mover {
         chan: Option<MemcpyChannel>,
         timeout_base_ms: u32,
         payload_engine_min: u32,
+        copy_engine_min: u32,
     ) -> Result<Self> {
         Ok(Self {
             chan,
@@ -119,6 +123,7 @@ impl Mover {
             progress: Arc::new(Atomic::new(0), GFP_KERNEL)?,
             timeout_base_ms,
             payload_engine_min,
+            copy_engine_min,
         })
     }
 
@@ -178,6 +183,11 @@ impl Mover {
 
     /// Copies `len` bytes from offset `src_off` of `src` to offset `dst_off`
     /// of `dst` and waits for them. The caller checked both ranges.
+    ///
+    /// Copies shorter than `copy_engine_min` are the CPU's: both regions
+    /// are mapped for the engine already, but a descriptor's round trip
+    /// (the doorbell, the engine's turn, the interrupt, the waiter's
+    /// wake-up) costs more than copying a few hundred bytes.
     pub(crate) fn copy(
         &self,
         stats: &Stats,
@@ -190,7 +200,11 @@ impl Mover {
         if len == 0 {
             return Ok(());
         }
-        if let Some(engine) = self.engine() {
+        let engine = match u32::try_from(len) {
+            Ok(n) if n < self.copy_engine_min => None,
+            _ => self.engine(),
+        };
+        if let Some(engine) = engine {
             let (d, s) = (
                 dst.segments_in(&engine.guard),
                 src.segments_in(&engine.guard),

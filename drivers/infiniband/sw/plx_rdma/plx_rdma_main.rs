@@ -122,6 +122,10 @@ module! {
             default: 256,
             description: "Received RoCEv2 payloads from this many bytes on are placed by the engine, shorter ones by the CPU (make bench measures both)",
         },
+        copy_engine_min: u32 {
+            default: 256,
+            description: "Copies between two memory regions (the loopback fabric) from this many bytes on are made by the engine, shorter ones by the CPU (make bench measures both)",
+        },
     },
 }
 
@@ -640,6 +644,7 @@ pub(crate) fn new_device(
             chan,
             module_parameters::copy_timeout_ms.value().max(1),
             module_parameters::wire_engine_min.value(),
+            module_parameters::copy_engine_min.value(),
         )?,
         net.clone(),
         ifindex,
