@@ -41,6 +41,8 @@ for s in 1 4096 65536 1048576; do
 done
 after=$(stat engine_copies)
 check "the engine moved the pingpong data (engine_copies $before -> $after)" test "$after" -gt "$before"
+check "short requests ran in the posting thread, their bytes copied by the CPU (poster_wrs $(stat poster_wrs), cpu_copies $(stat cpu_copies))" \
+	sh -c "test $(stat poster_wrs) -gt 0 && test $(stat cpu_copies) -gt 0"
 sed 's/^/# stats: /' "$STATS"
 
 # The example of `make run`: one RDMA WRITE, keys shown, target verified.

@@ -49,24 +49,49 @@ pub(crate) enum Outcome {
     Failed(u32),
     /// The QP is being destroyed: nothing completes.
     Stopped,
+    /// The request must wait (for the peer to post a receive), which only
+    /// the work item does: it goes back to the head of the queue, nothing
+    /// of it done.
+    Deferred,
+}
+
+/// Which thread runs a send queue.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Runner {
+    /// The QP's work item, which may sleep as long as a request needs.
+    Worker,
+    /// The thread that posted the request, in its system call, so that a
+    /// short request completes without waking a worker: it runs only the
+    /// requests whose bytes the CPU moves ([`Qp::runs_on_poster`]) and
+    /// defers one that would wait.
+    Poster,
 }
 
 /// Executes the QP's send queue until it is empty, the QP leaves RTS, or
-/// it is being destroyed.
-pub(crate) fn run_send_queue(qp: &Arc<Qp>) {
-    while let Some((wqe, state)) = qp.next_send() {
+/// it is being destroyed; on the poster's thread, until a request there
+/// is not for it.
+pub(crate) fn run_send_queue(qp: &Arc<Qp>, runner: Runner) {
+    while let Some((wqe, state)) = qp.next_send(runner) {
         if state == qp_state::ERR {
             qp.complete_send(send_wc(qp, &wqe, wc_status::WR_FLUSH_ERR, 0));
             continue;
         }
-        Stats::add(&qp.dev.stats.send_wrs, 1);
         let outcome = if qp.is_datagram() {
             crate::ud::send(qp, &wqe)
         } else if qp.on_wire() {
             crate::rc::execute(qp, &wqe)
         } else {
-            execute(qp, &wqe)
+            execute(qp, &wqe, runner)
         };
+        if let Outcome::Deferred = outcome {
+            Stats::add(&qp.dev.stats.poster_deferred, 1);
+            qp.defer_send(wqe);
+            return;
+        }
+        Stats::add(&qp.dev.stats.send_wrs, 1);
+        if runner == Runner::Poster {
+            Stats::add(&qp.dev.stats.poster_wrs, 1);
+        }
         match outcome {
             Outcome::Done(n) => {
                 if qp.signaled(&wqe) {
@@ -84,11 +109,13 @@ pub(crate) fn run_send_queue(qp: &Arc<Qp>) {
                 qp.worker_stopped();
                 return;
             }
+            // Handled above.
+            Outcome::Deferred => {}
         }
     }
 }
 
-fn send_wc(qp: &Qp, wqe: &SendWqe, status: u32, byte_len: u32) -> Wc {
+pub(crate) fn send_wc(qp: &Qp, wqe: &SendWqe, status: u32, byte_len: u32) -> Wc {
     // rxe flags the requester's completion of a request with immediate
     // data too (with the data itself left 0).
     let with_imm = matches!(
@@ -250,7 +277,9 @@ pub(crate) fn rnr_delay_us(code: u32) -> i64 {
 /// RNR NAK, its `min_rnr_timer`, sleeping: at least 20 us, so that the
 /// work item always gives the CPU up. A peer that stops taking requests
 /// (moved to ERR, RESET or INIT) answers no more: `RETRY_EXC_ERR`.
-fn wait_recv(qp: &Qp, peer: &Qp) -> core::result::Result<(), Outcome> {
+///
+/// On the poster's thread a wait is `Deferred` instead.
+fn wait_recv(qp: &Qp, peer: &Qp, runner: Runner) -> core::result::Result<(), Outcome> {
     let retries = qp.rnr_retry();
     let mut tries = 0u32;
     loop {
@@ -272,6 +301,9 @@ fn wait_recv(qp: &Qp, peer: &Qp) -> core::result::Result<(), Outcome> {
         if retries != 7 && tries >= retries {
             return Err(Outcome::Failed(wc_status::RNR_RETRY_EXC_ERR));
         }
+        if runner == Runner::Poster {
+            return Err(Outcome::Deferred);
+        }
         tries = tries.saturating_add(1);
         fsleep(Delta::from_micros(
             rnr_delay_us(peer.min_rnr_timer()).max(20),
@@ -281,9 +313,14 @@ fn wait_recv(qp: &Qp, peer: &Qp) -> core::result::Result<(), Outcome> {
 
 /// [`wait_recv`] on RC; on UC (no RNR NAK to wait on) `Err(dropped)`
 /// unless a receive is there now.
-fn await_recv(qp: &Qp, peer: &Qp, dropped: Outcome) -> core::result::Result<(), Outcome> {
+fn await_recv(
+    qp: &Qp,
+    peer: &Qp,
+    dropped: Outcome,
+    runner: Runner,
+) -> core::result::Result<(), Outcome> {
     if !qp.is_uc() {
-        return wait_recv(qp, peer);
+        return wait_recv(qp, peer, runner);
     }
     if peer.has_recv() {
         Ok(())
@@ -296,7 +333,7 @@ fn await_recv(qp: &Qp, peer: &Qp, dropped: Outcome) -> core::result::Result<(), 
 /// taken it meanwhile: then the wait goes on for the next one. Otherwise
 /// it is gone only if the peer flushed it (it went to ERR), which the
 /// requester sees as no answer.
-fn take_recv(qp: &Qp, peer: &Qp) -> core::result::Result<RecvWqe, Outcome> {
+fn take_recv(qp: &Qp, peer: &Qp, runner: Runner) -> core::result::Result<RecvWqe, Outcome> {
     loop {
         if let Some(r) = peer.take_recv() {
             return Ok(r);
@@ -304,11 +341,11 @@ fn take_recv(qp: &Qp, peer: &Qp) -> core::result::Result<RecvWqe, Outcome> {
         if peer.srq.is_none() {
             return Err(Outcome::Failed(wc_status::RETRY_EXC_ERR));
         }
-        wait_recv(qp, peer)?;
+        wait_recv(qp, peer, runner)?;
     }
 }
 
-fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
+fn execute(qp: &Arc<Qp>, wqe: &SendWqe, runner: Runner) -> Outcome {
     let len = wqe.len();
     let Ok(byte_len) = u32::try_from(len) else {
         return Outcome::Failed(wc_status::LOC_LEN_ERR);
@@ -385,14 +422,14 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
                 // The regions are let go across the wait and looked up
                 // again after it (see the SEND case below).
                 drop((remote, local));
-                if let Err(o) = await_recv(qp, &peer, dropped) {
+                if let Err(o) = await_recv(qp, &peer, dropped, runner) {
                     return o;
                 }
                 (local, remote) = match (lookup_local(), lookup_remote()) {
                     (Ok(l), Ok(m)) => (l, m),
                     (Err(o), _) | (_, Err(o)) => return o,
                 };
-                match take_recv(qp, &peer) {
+                match take_recv(qp, &peer, runner) {
                     Ok(r) => Some(r),
                     Err(_) if uc => return dropped,
                     Err(o) => return o,
@@ -434,14 +471,14 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
             // a region held across that wait (for good with rnr_retry 7)
             // would make its deregistration wait as long.
             drop(local);
-            if let Err(o) = await_recv(qp, &peer, dropped) {
+            if let Err(o) = await_recv(qp, &peer, dropped, runner) {
                 return o;
             }
             let local = match lookup_local() {
                 Ok(l) => l,
                 Err(o) => return o,
             };
-            let recv = match take_recv(qp, &peer) {
+            let recv = match take_recv(qp, &peer, runner) {
                 Ok(r) => r,
                 Err(_) if uc => return dropped,
                 Err(o) => return o,

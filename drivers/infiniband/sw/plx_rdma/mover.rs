@@ -127,6 +127,14 @@ impl Mover {
         })
     }
 
+    /// Whether a copy of `len` bytes between two regions is the CPU's
+    /// ([`Self::copy`]): shorter than `copy_engine_min`, or no engine.
+    pub(crate) fn cpu_copies(&self, len: u64) -> bool {
+        u32::try_from(len).is_ok_and(|n| n < self.copy_engine_min)
+            || self.chan.is_none()
+            || self.gate.is_closed()
+    }
+
     /// The engine, held for one use, unless there is no channel or its
     /// device lost its driver.
     pub(crate) fn engine(&self) -> Option<Engine<'_>> {

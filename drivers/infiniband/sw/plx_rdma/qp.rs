@@ -33,6 +33,7 @@ use crate::rdma::{
 use crate::{
     atomic::{self, AtomicOp, ATOMIC_LEN},
     cq::Cq,
+    exec::Runner,
     net::{src_port, Path, Port},
     pd::Pd,
     rc::RcState,
@@ -543,12 +544,70 @@ impl Qp {
         };
         wqe.sges[..wr.sges.len()].copy_from_slice(wr.sges);
         st.sq.push(wqe)?;
-        let run = st.state != qp_state::SQD;
+        if st.state == qp_state::SQD {
+            return Ok(());
+        }
+        // A user's request on the loopback fabric may run right here, in
+        // its system call, if the queue's worker is idle: waking a worker
+        // and waiting for its turn costs more than a short request (and a
+        // busy-polling user holds the CPU the worker would need). A kernel
+        // caller may post in atomic context; datagrams and the wire have
+        // their own paths.
+        let here = !self.kernel
+            && !datagram
+            && st.port.is_none()
+            && st.state == qp_state::RTS
+            && !st.dead
+            && !st.worker;
+        if here {
+            st.worker = true;
+        }
         drop(st);
-        if run {
+        if here {
+            crate::exec::run_send_queue(self, Runner::Poster);
+            self.kick_if_more();
+        } else {
             self.kick();
         }
         Ok(())
+    }
+
+    /// Whether the thread that posted `wqe` may execute it: its bytes are
+    /// few enough for the CPU (inline, or under `copy_engine_min`), so it
+    /// never waits for the engine.
+    fn runs_on_poster(&self, wqe: &SendWqe) -> bool {
+        wqe.inline.is_some() || self.dev.mover.cpu_copies(wqe.len())
+    }
+
+    /// Puts back at the head of the queue a request the poster's thread
+    /// could not execute without waiting, and leaves it to the work item
+    /// ([`Self::kick_if_more`]).
+    pub(crate) fn defer_send(self: &Arc<Self>, wqe: SendWqe) {
+        let mut st = self.state.lock();
+        let lost = st.sq.put_back(wqe).err();
+        st.worker = false;
+        if st.dead {
+            self.worker_idle.notify_all();
+        }
+        drop(st);
+        if let Some(wqe) = lost {
+            // Never: the queue keeps a slot for the request taken out. Were
+            // it lost, its completion would be too.
+            self.complete_send(crate::exec::send_wc(self, &wqe, wc_status::WR_FLUSH_ERR, 0));
+            self.enter_error();
+        }
+    }
+
+    /// Kicks the work item if requests wait: one posted while the queue's
+    /// runner was finishing found it still marked busy.
+    pub(crate) fn kick_if_more(self: &Arc<Self>) {
+        let more = {
+            let st = self.state.lock();
+            !st.dead && !st.sq.is_empty() && matches!(st.state, qp_state::RTS | qp_state::ERR)
+        };
+        if more {
+            self.kick();
+        }
     }
 
     /// Queues a receive request; `EINVAL` in RESET or for too many
@@ -771,9 +830,16 @@ impl Qp {
 
     /// The next request the work item should execute, with the QP's
     /// state; `None` (and the work item's end) when there is nothing to do.
-    pub(crate) fn next_send(&self) -> Option<(SendWqe, u32)> {
+    /// On the poster's thread, only a request it may run
+    /// ([`Self::runs_on_poster`]) in RTS.
+    pub(crate) fn next_send(&self, runner: Runner) -> Option<(SendWqe, u32)> {
         let mut st = self.state.lock();
-        let runnable = matches!(st.state, qp_state::RTS | qp_state::ERR) && !st.dead;
+        let runnable = match runner {
+            Runner::Worker => matches!(st.state, qp_state::RTS | qp_state::ERR),
+            Runner::Poster => {
+                st.state == qp_state::RTS && st.sq.front().is_some_and(|w| self.runs_on_poster(w))
+            }
+        } && !st.dead;
         match runnable.then(|| st.sq.pop()).flatten() {
             Some(w) => Some((w, st.state)),
             None => {
@@ -898,15 +964,7 @@ impl WorkItem for Qp {
     type Pointer = Arc<Qp>;
 
     fn run(this: Arc<Qp>) {
-        crate::exec::run_send_queue(&this);
-        // A request posted after the queue looked empty kicked a worker
-        // that was still marked busy: look again.
-        let more = {
-            let st = this.state.lock();
-            !st.dead && !st.sq.is_empty() && matches!(st.state, qp_state::RTS | qp_state::ERR)
-        };
-        if more {
-            this.kick();
-        }
+        crate::exec::run_send_queue(&this, Runner::Worker);
+        this.kick_if_more();
     }
 }

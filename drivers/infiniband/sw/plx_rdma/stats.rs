@@ -12,13 +12,19 @@ pub(crate) struct Stats {
     pub(crate) engine_copies: Atomic<u64>,
     /// Bytes the engine moved.
     pub(crate) engine_bytes: Atomic<u64>,
-    /// Copies done by the CPU, because no channel was there (or its device
-    /// went, or a region was registered while it was going).
+    /// Copies done by the CPU: shorter than `copy_engine_min`, or no
+    /// channel was there (or its device went, or a region was registered
+    /// while it was going).
     pub(crate) cpu_copies: Atomic<u64>,
     /// Bytes the CPU moved.
     pub(crate) cpu_bytes: Atomic<u64>,
     /// Send work requests executed.
     pub(crate) send_wrs: Atomic<u64>,
+    /// Of those, the ones executed in the thread that posted them.
+    pub(crate) poster_wrs: Atomic<u64>,
+    /// Requests the posting thread handed to the QP's work item because
+    /// they had to wait (no receive posted yet).
+    pub(crate) poster_deferred: Atomic<u64>,
     /// Work completions with an error status (flushes included).
     pub(crate) error_wcs: Atomic<u64>,
     /// Datagrams (MADs on QP1) delivered to a receive.
@@ -47,6 +53,8 @@ impl Stats {
             cpu_copies: Atomic::new(0),
             cpu_bytes: Atomic::new(0),
             send_wrs: Atomic::new(0),
+            poster_wrs: Atomic::new(0),
+            poster_deferred: Atomic::new(0),
             error_wcs: Atomic::new(0),
             datagrams: Atomic::new(0),
             datagrams_dropped: Atomic::new(0),
@@ -69,6 +77,8 @@ impl Stats {
         writeln!(f, "cpu_copies: {}", self.cpu_copies.load(Relaxed))?;
         writeln!(f, "cpu_bytes: {}", self.cpu_bytes.load(Relaxed))?;
         writeln!(f, "send_wrs: {}", self.send_wrs.load(Relaxed))?;
+        writeln!(f, "poster_wrs: {}", self.poster_wrs.load(Relaxed))?;
+        writeln!(f, "poster_deferred: {}", self.poster_deferred.load(Relaxed))?;
         writeln!(f, "error_wcs: {}", self.error_wcs.load(Relaxed))?;
         writeln!(f, "datagrams: {}", self.datagrams.load(Relaxed))?;
         writeln!(

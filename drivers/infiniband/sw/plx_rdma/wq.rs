@@ -7,7 +7,8 @@
 
 use kernel::{alloc::flags::GFP_KERNEL_ACCOUNT, prelude::*};
 
-/// A ring of at most `capacity` entries.
+/// A ring of at most `capacity` entries, plus one slot for an entry taken
+/// out and put back ([`WorkQueue::put_back`]).
 pub(crate) struct WorkQueue<T> {
     slots: KVVec<Option<T>>,
     head: usize,
@@ -17,15 +18,15 @@ pub(crate) struct WorkQueue<T> {
 impl<T> WorkQueue<T> {
     /// An empty queue of `capacity` entries (at least one).
     pub(crate) fn new(capacity: usize) -> Result<Self> {
-        let capacity = capacity.max(1);
+        let slots = capacity.max(1).checked_add(1).ok_or(ENOMEM)?;
         // Charged to the creating task's memory cgroup: a user sizes its
         // queues, and must not be able to take the system's memory.
-        let mut slots = KVVec::with_capacity(capacity, GFP_KERNEL_ACCOUNT)?;
-        for _ in 0..capacity {
-            slots.push(None, GFP_KERNEL_ACCOUNT)?;
+        let mut slots_vec = KVVec::with_capacity(slots, GFP_KERNEL_ACCOUNT)?;
+        for _ in 0..slots {
+            slots_vec.push(None, GFP_KERNEL_ACCOUNT)?;
         }
         Ok(Self {
-            slots,
+            slots: slots_vec,
             head: 0,
             len: 0,
         })
@@ -47,12 +48,12 @@ impl<T> WorkQueue<T> {
 
     /// Entries the queue holds at most.
     pub(crate) fn capacity(&self) -> usize {
-        self.slots.len()
+        self.slots.len() - 1
     }
 
     /// Appends `v`; `ENOMEM` when full (what verbs return for a full queue).
     pub(crate) fn push(&mut self, v: T) -> Result {
-        if self.len == self.slots.len() {
+        if self.len >= self.capacity() {
             return Err(ENOMEM);
         }
         let at = self.slot(self.len);
@@ -63,7 +64,7 @@ impl<T> WorkQueue<T> {
 
     /// Appends `v`, or gives it back when the queue is full.
     pub(crate) fn try_push(&mut self, v: T) -> core::result::Result<(), T> {
-        if self.len == self.slots.len() {
+        if self.len >= self.capacity() {
             return Err(v);
         }
         let at = self.slot(self.len);
@@ -86,6 +87,28 @@ impl<T> WorkQueue<T> {
                     self.len += 1;
                 }
             }
+        }
+    }
+
+    /// Puts `v`, the entry [`Self::pop`] took last, back at the head. There
+    /// is always room: the queue may have filled up since, but only to its
+    /// capacity, and the spare slot is `v`'s; `Err(v)` only for an entry
+    /// that was not taken out.
+    pub(crate) fn put_back(&mut self, v: T) -> core::result::Result<(), T> {
+        if self.len == self.slots.len() {
+            return Err(v);
+        }
+        self.head = wrap(self.head + self.slots.len() - 1, self.slots.len());
+        self.slots[self.head] = Some(v);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// The oldest entry, left in place.
+    pub(crate) fn front(&self) -> Option<&T> {
+        match self.len {
+            0 => None,
+            _ => self.slots[self.head].as_ref(),
         }
     }
 
