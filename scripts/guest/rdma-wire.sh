@@ -15,7 +15,7 @@ wire_pingpong() { pingpong_pair wpp "$1" "$2" "$IP" - plx_rdma0 "$GIDX" - plx_rd
 # trace_wire WHAT: the requester's and responder's troubles so far, after
 # WHAT (a run that fails under load says where its retries went).
 trace_wire() {
-	echo "# wire counters after $1: ack_timeouts $(stat ack_timeouts), retransmits $(stat retransmits)," \
+	echo "# wire counters after $1: ack_timeouts $(stat ack_timeouts), ack_timer_holds $(stat ack_timer_holds), retransmits $(stat retransmits)," \
 		"rx_duplicates $(stat rx_duplicates), naks_sent $(stat naks_sent), naks_received $(stat naks_received)," \
 		"rnr_naks_sent $(stat rnr_naks_sent), rx_drop_queue_full $(stat rx_drop_queue_full)"
 }

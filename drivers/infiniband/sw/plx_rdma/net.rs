@@ -175,6 +175,9 @@ wire_stats! {
     rnr_naks_received,
     /// Local ACK timeouts.
     ack_timeouts,
+    /// Local ACK timers started again because answers waited in the
+    /// receive queue (not counted as timeouts).
+    ack_timer_holds,
     /// Requests sent again (after a timeout, NAK or RNR NAK).
     retransmits,
 }
@@ -361,6 +364,13 @@ pub(crate) struct Port {
 }
 
 impl Port {
+    /// Whether answers to this namespace's requesters (acknowledges, READ
+    /// responses) wait in the receive queue: a requester's timer that
+    /// fires then is no sign of loss, only of a receive side behind.
+    pub(crate) fn answers_waiting(&self) -> bool {
+        self.tunnel.receiver().answers_waiting()
+    }
+
     /// Opens UDP port 4791 in `net`; `EADDRINUSE` if another stack owns
     /// it there.
     fn new(net: &NetNs) -> Result<Arc<Self>> {
@@ -627,6 +637,11 @@ impl Rx {
             .iter()
             .find(|(d, _)| d.ifindex == ifindex)
             .map(|(d, _)| d.clone())
+    }
+
+    /// Whether acknowledges or READ responses wait to be processed.
+    fn answers_waiting(&self) -> bool {
+        !self.q.lock().answers.is_empty()
     }
 
     /// Drops what is queued and waits until the work item is idle; from

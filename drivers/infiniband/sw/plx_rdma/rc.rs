@@ -467,8 +467,13 @@ enum Waited {
     Stopped,
 }
 
-fn wait_answer(qp: &Qp, timeout_ms: u32) -> Waited {
+/// How many times in a row a requester's timer starts again because
+/// answers wait in the receive queue ([`wait_answer`]).
+const MAX_TIMER_HOLDS: u32 = 8;
+
+fn wait_answer(qp: &Qp, port: &Port, timeout_ms: u32) -> Waited {
     let mut left = msecs_to_jiffies(timeout_ms);
+    let mut held = 0u32;
     let mut st = qp.state.lock();
     loop {
         if st.dead() {
@@ -498,6 +503,16 @@ fn wait_answer(qp: &Qp, timeout_ms: u32) -> Waited {
                     return Waited::Answer(a);
                 }
                 if p.progress {
+                    continue;
+                }
+                // Answers waiting to be processed may be this request's:
+                // resending now would only lengthen that queue. The timer
+                // starts again, a bounded number of times (a flood of
+                // answers to others must not stop it for good).
+                if held < MAX_TIMER_HOLDS && port.answers_waiting() {
+                    held += 1;
+                    WireStats::inc(&qp.dev.wire_stats.ack_timer_holds);
+                    left = msecs_to_jiffies(timeout_ms);
                     continue;
                 }
                 return Waited::Timeout(p.acked);
@@ -586,7 +601,7 @@ fn run(qp: &Arc<Qp>, wqe: &SendWqe) -> Outcome {
             let d = psn.diff(first);
             u32::try_from(d).ok().filter(|&i| i < n)
         };
-        match wait_answer(qp, timeout_ms) {
+        match wait_answer(qp, &port, timeout_ms) {
             Waited::Answer(Answer::Acked) => {
                 WireStats::inc(&stats.acks_received);
                 return Outcome::Done(byte_len);
