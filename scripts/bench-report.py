@@ -317,16 +317,31 @@ def report_rdma(rows, out):
     rd = select(rows, kind="rdma")
     if not rd:
         return
-    print("\nperftest, plx_rdma (data moved by rust_plx_dma) vs rxe on lo (median):"
-          " bandwidth MB/s at 64 KiB, SEND latency usec at 64 B")
-    print(f"{'path':>8} {'test':>12} {'plx_rdma':>10} {'rxe':>10} {'plx/rxe':>8}")
+    print("\nperftest, plx_rdma (data moved by rust_plx_dma, short copies by the CPU) vs rxe"
+          " on lo (median): bandwidth MB/s, latency usec")
+    print(f"{'path':>8} {'test':>12} {'size':>8} {'plx_rdma':>10} {'rxe':>10} {'plx/rxe':>8}")
+    tests = (("ib_write_bw", 65536), ("ib_write_bw", 1048576), ("ib_read_bw", 65536),
+             ("ib_read_bw", 1048576), ("ib_send_lat", 64), ("ib_write_lat", 64),
+             ("ib_read_lat", 64))
+
+    def of(path, dev, tool, size):
+        return med(r["value"] for r in rd if r["path"] == path and r["device"] == dev
+                   and r["tool"] == tool and r["size"] == size)
+
     for path in sorted({r["path"] for r in rd}):
-        for tool in ("ib_write_bw", "ib_read_bw", "ib_send_lat"):
-            p = med(r["value"] for r in rd if r["path"] == path and r["device"] == "plx_rdma0"
-                    and r["tool"] == tool)
-            x = med(r["value"] for r in rd if r["path"] == path and r["device"] == "rxe0"
-                    and r["tool"] == tool)
-            print(f"{path:>8} {tool:>12} {p:>10.2f} {x:>10.2f} {ratio(p, x):>8.2f}")
+        for tool, size in tests:
+            p = of(path, "plx_rdma0", tool, size)
+            x = of(path, "rxe0", tool, size)
+            print(f"{path:>8} {tool:>12} {size:>8} {p:>10.2f} {x:>10.2f} {ratio(p, x):>8.2f}")
+        sizes = sorted({r["size"] for r in rd if r["device"] == "plx_rdma0/cpu"})
+        if sizes:
+            print(f"\n{path}: ib_write_lat on plx_rdma0, every copy by the engine against every"
+                  " copy by the CPU (copy_engine_min), usec (median)")
+            print(f"{'size':>8} {'engine':>10} {'cpu':>10} {'cpu/engine':>10}")
+            for size in sizes:
+                e = of(path, "plx_rdma0/engine", "ib_write_lat", size)
+                c = of(path, "plx_rdma0/cpu", "ib_write_lat", size)
+                print(f"{size:>8} {e:>10.2f} {c:>10.2f} {ratio(c, e):>10.2f}")
 
 
 def report_wire(rows):
@@ -447,6 +462,18 @@ def report_targets(rows, paths):
              for r in select(rows, kind="uapi_registered", path=p, size=1 << 20))
     print(f"  registered user copy / kernel-buffer engine copy at 1 MiB ({p}):"
           f" {ratio(rg, e1):.2f} (target >= 0.8)")
+    rd = select(rows, kind="rdma")
+    for path in sorted({r["path"] for r in rd}):
+        def of(dev, tool, size):
+            return med(r["value"] for r in rd if r["path"] == path and r["device"] == dev
+                       and r["tool"] == tool and r["size"] == size)
+        for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
+            print(f"  plx_rdma0/rxe0 {tool} at 64 B ({path}):"
+                  f" {ratio(of('plx_rdma0', tool, 64), of('rxe0', tool, 64)):.2f} (target <= 0.5)")
+        for tool in ("ib_write_bw", "ib_read_bw"):
+            print(f"  plx_rdma0/rxe0 {tool} at 64 KiB ({path}):"
+                  f" {ratio(of('plx_rdma0', tool, 65536), of('rxe0', tool, 65536)):.2f}"
+                  " (target >= 7)")
 
 
 def main():

@@ -183,8 +183,9 @@ if [ "${PERFTEST:-1}" = 0 ]; then
 	check "benchmarks ran" true
 	finish
 fi
-# perftest: bandwidth of RDMA WRITE and READ, and SEND latency, the shim
-# (its data moved by the engine) against rxe, alternating, REPS times.
+# perftest: bandwidth of RDMA WRITE and READ (64 KiB, 1 MiB) and the
+# latency of SEND, WRITE and READ (64 B), plx_rdma (its data moved by the
+# engine, short copies by the CPU) against rxe, alternating, REPS times.
 export PATH=/usr/bin:/usr/sbin:$PATH
 /usr/sbin/ip link set lo up
 perf_run() { # DEV TOOL ARGS...: one server/client pair on 127.0.0.1
@@ -210,37 +211,68 @@ if modprobe rust_plx_dma && modprobe ib_uverbs && modprobe rdma_rxe &&
 			head -n 1 | sed 's|.*/||')
 		echo "${i:-0}"
 	}
+	# perftest converts its cycle counts with a clock rate it calibrates
+	# at start; when the calibration fails (its regression's r^2 below
+	# 0.9, which a busy TCG host can cause) it divides by zero and prints
+	# inf.  Such a run measured nothing: it is run again, up to three
+	# times.  lat_run DEV LABEL TOOL SIZE REP
+	lat_run() {
+		# No inline data (READ has none): the payload crosses as a copy.
+		inl="-I 0"
+		[ "$3" = ib_read_lat ] && inl=
+		for try in 1 2 3; do
+			# shellcheck disable=SC2086
+			perf_run "$1" "$3" $g -s "$4" -n 400 $inl || return 1
+			lat=$(awk -v s="$4" '$1 == s && NF >= 6 { print $6 }' /tmp/perf-c.log)
+			case $lat in
+			'' | *inf* | *nan*)
+				echo "# $1 $3: no latency (\"${lat}\", try $try):" \
+					"$(grep -m 1 -i 'correlation\|conflicting' /tmp/perf-c.log)"
+				;;
+			*)
+				echo "BENCH rdma $2 $3 $4 $5 $lat"
+				return 0
+				;;
+			esac
+		done
+	}
 	for rep in $(seq "$REPS"); do
 		for dev in plx_rdma0 rxe0; do
 			g="-x $(gid_index "$dev")"
 			for t in ib_write_bw ib_read_bw; do
-				# shellcheck disable=SC2086
-				perf_run "$dev" "$t" $g -s 65536 -n 400 &&
-					sed -n 's/^ *\(65536\) *\([0-9]*\) *[0-9.]* *\([0-9.]*\) .*/BENCH rdma '"$dev $t"' \1 '"$rep"' \3/p' /tmp/perf-c.log
+				for s in 65536 1048576; do
+					n=400
+					[ "$s" = 1048576 ] && n=50
+					# shellcheck disable=SC2086
+					perf_run "$dev" "$t" $g -s "$s" -n "$n" || continue
+					# Columns: bytes, iterations, peak, average (MB/s).
+					bw=$(awk -v s="$s" '$1 == s && NF >= 4 { print $4 }' /tmp/perf-c.log)
+					case $bw in
+					'' | *[!0-9.]*)
+						echo "# $dev $t $s: no bandwidth in \"$(grep -m 1 "^ *$s " /tmp/perf-c.log)\""
+						;;
+					*) echo "BENCH rdma $dev $t $s $rep $bw" ;;
+					esac
+				done
 			done
-			# perftest converts its cycle counts with a clock rate it
-			# calibrates at start; when the calibration fails (its
-			# regression's r^2 below 0.9, which a busy TCG host can
-			# cause) it divides by zero and prints inf.  Such a run
-			# measured nothing: it is run again, up to three times.
-			for try in 1 2 3; do
-				# shellcheck disable=SC2086
-				perf_run "$dev" ib_send_lat $g -s 64 -n 400 -I 0 || break
-				lat=$(awk '$1 == 64 && NF >= 6 { print $6 }' /tmp/perf-c.log)
-				case $lat in
-				'' | *inf* | *nan*)
-					echo "# $dev ib_send_lat: no latency (\"${lat}\", try $try):" \
-						"$(grep -m 1 -i 'correlation\|conflicting' /tmp/perf-c.log)"
-					;;
-				*)
-					echo "BENCH rdma $dev ib_send_lat 64 $rep $lat"
-					break
-					;;
-				esac
+			for t in ib_send_lat ib_write_lat ib_read_lat; do
+				lat_run "$dev" "$dev" "$t" 64 "$rep"
 			done
 		done
 	done
 	sed 's/^/# plx_rdma /' /sys/kernel/debug/plx_rdma/stats
+	# Where the CPU should stop copying between regions and the engine
+	# take over (copy_engine_min): ib_write_lat with every copy on the
+	# engine, then every copy on the CPU, from 64 B to 64 KiB.
+	g="-x $(gid_index plx_rdma0)"
+	for mode in engine:0 cpu:4294967295; do
+		rmmod plx_rdma && modprobe plx_rdma ifindex=1 copy_engine_min="${mode#*:}" || break
+		for rep in $(seq "$REPS"); do
+			for s in 64 1024 4096 16384 65536; do
+				lat_run plx_rdma0 "plx_rdma0/${mode%%:*}" ib_write_lat "$s" "$rep"
+			done
+		done
+	done
 	rdma link delete rxe0
 	rmmod rdma_rxe plx_rdma
 	rmmod rust_plx_dma

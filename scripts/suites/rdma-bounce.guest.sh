@@ -34,12 +34,15 @@ bounced_transfers() {
 # WRITE, READ and SEND from 4 KiB to 1 MiB, on the fabric and from the
 # wire.
 CASES="write_4KiB write_64KiB_3 write_1MiB read_4KiB read_64KiB_3 read_1MiB send_4KiB send_64KiB_3 send_1MiB"
+# copy_engine_min=0: every copy between regions is the engine's, the
+# shortest too, so that each case's bytes cross the bounce buffers.
 for mode in ${BOUNCE_MODES:-fabric wire}; do
 	if [ "$mode" = wire ]; then
 		check "modprobe plx_rdma wire_local=1 (received payloads placed by the engine)" \
-			modprobe plx_rdma ifindex="$IFINDEX" wire_local=1
+			modprobe plx_rdma ifindex="$IFINDEX" wire_local=1 copy_engine_min=0
 	else
-		check "modprobe plx_rdma (the loopback fabric)" modprobe plx_rdma ifindex="$IFINDEX"
+		check "modprobe plx_rdma copy_engine_min=0 (the loopback fabric, every copy on the engine)" \
+			modprobe plx_rdma ifindex="$IFINDEX" copy_engine_min=0
 	fi
 	has_gid plx_rdma0 "$(ipv4_gid "$IP")"
 	check "$mode: plx_rdma0 moves data with a rust_plx_dma channel" \

@@ -123,7 +123,7 @@ module! {
             description: "Received RoCEv2 payloads from this many bytes on are placed by the engine, shorter ones by the CPU (make bench measures both)",
         },
         copy_engine_min: u32 {
-            default: 256,
+            default: 16384,
             description: "Copies between two memory regions (the loopback fabric) from this many bytes on are made by the engine, shorter ones by the CPU (make bench measures both)",
         },
     },
