@@ -2,15 +2,14 @@
 /*
  * libibverbs provider for plx_rdma, the soft RDMA device of rust-plx-dma.
  *
- * The kernel driver (drivers/infiniband/sw/plx_rdma) keeps every queue in
- * the kernel: it maps nothing into user space and its uverbs commands carry
- * no driver-specific data in either direction.  So this provider is a pure
- * "kernel command path" provider: each verb is the matching ibv_cmd_*()
- * call with the core request and response structures and nothing else,
- * including the data path (post_send, post_recv and poll_cq are system
- * calls).  That is slow, but it is exactly what the kernel side implements,
- * and it means the provider holds no state of its own beyond the objects
- * libibverbs asks it to allocate.
+ * The kernel driver (drivers/infiniband/sw/plx_rdma) keeps the work
+ * queues in the kernel, so each verb is the matching ibv_cmd_*() call,
+ * post_send and post_recv included: a short request is executed in its
+ * post_send system call.  A CQ made with ibv_create_cq() is the exception:
+ * the kernel writes its completions into a ring mapped into the process
+ * (the driver's part of the create and resize responses says where), and
+ * ibv_poll_cq() reads them with loads, no system call.  An extended CQ
+ * (ibv_create_cq_ex) is polled through the kernel.
  *
  * Matching: the device is out of tree, so it has no driver_id of its own
  * and reports RDMA_DRIVER_UNKNOWN over netlink.  libibverbs then tries, for
@@ -30,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <infiniband/driver.h>
 
@@ -109,6 +110,55 @@ struct plx_rdma_cq {
 	struct ibv_wc wc;
 	bool locking;
 	pthread_spinlock_t lock;	/* held from a successful start_poll to end_poll */
+	/* A mapped CQ's ring (NULL: polled through the kernel). */
+	void *ring;
+	size_t ring_len;		/* mapped bytes */
+	uint64_t ring_offset;
+	uint32_t capacity;
+	uint32_t cons;			/* the consumer index, ours */
+	pthread_spinlock_t ring_lock;	/* pollers, and resize */
+};
+
+/*
+ * The driver's part of the create and resize responses of a mapped CQ,
+ * and the ring's layout (drivers/infiniband/sw/plx_rdma/cq_ring.rs; keep
+ * both in step).  Indexes run over 0..2*capacity; the kernel publishes
+ * completions with a release store of the producer index, we hand slots
+ * back with one of the consumer index.
+ */
+struct plx_rdma_cq_resp {
+	__u64 offset;
+	__u32 size;
+	__u32 capacity;
+};
+
+#define PLX_RDMA_RING_PRODUCER	0
+#define PLX_RDMA_RING_CONSUMER	64
+#define PLX_RDMA_RING_ENTRIES	128
+
+struct plx_rdma_cqe {
+	uint64_t wr_id;
+	uint32_t status;
+	uint32_t opcode;
+	uint32_t byte_len;
+	uint32_t imm_data;	/* big endian, as posted */
+	uint32_t qp_num;
+	uint32_t src_qp;
+	uint32_t wc_flags;
+	uint32_t network_hdr_type;
+	uint32_t reserved[2];
+};
+
+_Static_assert(sizeof(struct plx_rdma_cqe) == 48, "the kernel's ENTRY_WORDS");
+
+struct plx_rdma_create_cq_resp {
+	struct ib_uverbs_create_cq_resp ibv_resp;
+	struct plx_rdma_cq_resp drv;
+};
+
+struct plx_rdma_resize_cq_resp {
+	struct ib_uverbs_resize_cq_resp ibv_resp;
+	struct plx_rdma_cq_resp drv;
 };
 
 static int plx_rdma_query_device(struct ibv_context *ibctx,
@@ -246,11 +296,34 @@ static int plx_rdma_dereg_mr(struct verbs_mr *vmr)
 	return 0;
 }
 
+/* Maps the ring @drv describes into cq; 0 or an errno. */
+static int plx_rdma_map_ring(struct plx_rdma_cq *cq,
+			     const struct plx_rdma_cq_resp *drv)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t len = ((size_t)drv->size + page - 1) & ~((size_t)page - 1);
+	void *ring;
+
+	if (!drv->capacity || drv->size < PLX_RDMA_RING_ENTRIES +
+	    (size_t)drv->capacity * sizeof(struct plx_rdma_cqe))
+		return EINVAL;
+	ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		    cq->vcq.cq.context->cmd_fd, drv->offset);
+	if (ring == MAP_FAILED)
+		return errno;
+	cq->ring = ring;
+	cq->ring_len = len;
+	cq->ring_offset = drv->offset;
+	cq->capacity = drv->capacity;
+	cq->cons = 0;
+	return 0;
+}
+
 static struct ibv_cq *plx_rdma_create_cq(struct ibv_context *ibctx, int cqe,
 					 struct ibv_comp_channel *channel,
 					 int comp_vector)
 {
-	struct ib_uverbs_create_cq_resp resp;
+	struct plx_rdma_create_cq_resp resp = {};
 	struct ibv_create_cq cmd;
 	struct plx_rdma_cq *cq;
 	int ret;
@@ -258,16 +331,90 @@ static struct ibv_cq *plx_rdma_create_cq(struct ibv_context *ibctx, int cqe,
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return NULL;
-
-	ret = ibv_cmd_create_cq(ibctx, cqe, channel, comp_vector, &cq->vcq.cq,
-				&cmd, sizeof(cmd), &resp, sizeof(resp));
+	ret = pthread_spin_init(&cq->ring_lock, PTHREAD_PROCESS_PRIVATE);
 	if (ret) {
 		free(cq);
 		errno = ret;
 		return NULL;
 	}
+	ret = ibv_cmd_create_cq(ibctx, cqe, channel, comp_vector, &cq->vcq.cq,
+				&cmd, sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	if (ret) {
+		pthread_spin_destroy(&cq->ring_lock);
+		free(cq);
+		errno = ret;
+		return NULL;
+	}
+	/* A kernel that answered without a ring: polled through it. */
+	if (resp.drv.size) {
+		ret = plx_rdma_map_ring(cq, &resp.drv);
+		if (ret) {
+			ibv_cmd_destroy_cq(&cq->vcq.cq);
+			pthread_spin_destroy(&cq->ring_lock);
+			free(cq);
+			errno = ret;
+			return NULL;
+		}
+	}
 	plx_rdma_ctx_get(ibctx);
 	return &cq->vcq.cq;
+}
+
+static void plx_rdma_read_cqe(const struct plx_rdma_cqe *e, struct ibv_wc *wc)
+{
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = e->wr_id;
+	wc->status = e->status;
+	wc->opcode = e->opcode;
+	wc->byte_len = e->byte_len;
+	wc->imm_data = e->imm_data;
+	wc->qp_num = e->qp_num;
+	wc->src_qp = e->src_qp;
+	wc->wc_flags = e->wc_flags;
+}
+
+/*
+ * ibv_poll_cq(): a mapped CQ's completions are read from its ring, with
+ * no system call; any other CQ's through the kernel.
+ */
+static int plx_rdma_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+{
+	struct plx_rdma_cq *cq = container_of(ibcq, struct plx_rdma_cq, vcq.cq);
+	_Atomic uint32_t *prod_p, *cons_p;
+	const struct plx_rdma_cqe *entries;
+	uint32_t prod, cons, slot;
+	int n = 0;
+
+	if (!cq->ring)
+		return ibv_cmd_poll_cq(ibcq, ne, wc);
+	pthread_spin_lock(&cq->ring_lock);
+	if (!cq->ring) {
+		pthread_spin_unlock(&cq->ring_lock);
+		return ibv_cmd_poll_cq(ibcq, ne, wc);
+	}
+	prod_p = (_Atomic uint32_t *)((char *)cq->ring + PLX_RDMA_RING_PRODUCER);
+	cons_p = (_Atomic uint32_t *)((char *)cq->ring + PLX_RDMA_RING_CONSUMER);
+	entries = (const struct plx_rdma_cqe *)((char *)cq->ring +
+						PLX_RDMA_RING_ENTRIES);
+	prod = atomic_load_explicit(prod_p, memory_order_acquire);
+	/*
+	 * Only the process itself can have put an index out of range there;
+	 * the kernel writes a good one with its next completion.
+	 */
+	if (prod >= 2 * cq->capacity)
+		prod = cq->cons;
+	cons = cq->cons;
+	while (n < ne && cons != prod) {
+		slot = cons >= cq->capacity ? cons - cq->capacity : cons;
+		plx_rdma_read_cqe(&entries[slot], &wc[n++]);
+		cons = cons + 1 == 2 * cq->capacity ? 0 : cons + 1;
+	}
+	if (n) {
+		cq->cons = cons;
+		atomic_store_explicit(cons_p, cons, memory_order_release);
+	}
+	pthread_spin_unlock(&cq->ring_lock);
+	return n;
 }
 
 static struct plx_rdma_cq *to_plx_cq(struct ibv_cq_ex *cq_ex)
@@ -406,10 +553,18 @@ static struct ibv_cq_ex *plx_rdma_create_cq_ex(struct ibv_context *ibctx,
 		errno = ENOMEM;
 		return NULL;
 	}
+	/* Not mapped, but ibv_resize_cq() takes it all the same. */
+	if (pthread_spin_init(&cq->ring_lock, PTHREAD_PROCESS_PRIVATE)) {
+		pthread_spin_destroy(&cq->lock);
+		free(cq);
+		errno = ENOMEM;
+		return NULL;
+	}
 
 	ret = ibv_cmd_create_cq_ex(ibctx, attr, &cq->vcq, &cmd, sizeof(cmd),
 				   &resp, sizeof(resp), 0);
 	if (ret) {
+		pthread_spin_destroy(&cq->ring_lock);
 		pthread_spin_destroy(&cq->lock);
 		free(cq);
 		errno = ret;
@@ -439,14 +594,34 @@ static struct ibv_cq_ex *plx_rdma_create_cq_ex(struct ibv_context *ibctx,
 	return cq_ex;
 }
 
-static int plx_rdma_resize_cq(struct ibv_cq *cq, int cqe)
+/*
+ * The kernel moves a mapped CQ's completions into a new ring when it
+ * grows, and says where: the old one is unmapped, the new one mapped.
+ * Pollers wait meanwhile.  ibv_cmd_resize_cq() updates cq->cqe.
+ */
+static int plx_rdma_resize_cq(struct ibv_cq *ibcq, int cqe)
 {
-	struct ib_uverbs_resize_cq_resp resp;
+	struct plx_rdma_cq *cq = container_of(ibcq, struct plx_rdma_cq, vcq.cq);
+	struct plx_rdma_resize_cq_resp resp = {};
 	struct ibv_resize_cq cmd;
+	void *old;
+	size_t old_len;
+	int ret;
 
-	/* The CQ lives in the kernel; it updates cq->cqe from the answer. */
-	return ibv_cmd_resize_cq(cq, cqe, &cmd, sizeof(cmd), &resp,
-				 sizeof(resp));
+	pthread_spin_lock(&cq->ring_lock);
+	ret = ibv_cmd_resize_cq(ibcq, cqe, &cmd, sizeof(cmd), &resp.ibv_resp,
+				sizeof(resp));
+	if (!ret && cq->ring && resp.drv.size &&
+	    resp.drv.offset != cq->ring_offset) {
+		old = cq->ring;
+		old_len = cq->ring_len;
+		/* Unmapped, the CQ is still polled through the kernel. */
+		cq->ring = NULL;
+		ret = plx_rdma_map_ring(cq, &resp.drv);
+		munmap(old, old_len);
+	}
+	pthread_spin_unlock(&cq->ring_lock);
+	return ret;
 }
 
 static int plx_rdma_destroy_cq(struct ibv_cq *ibcq)
@@ -458,9 +633,12 @@ static int plx_rdma_destroy_cq(struct ibv_cq *ibcq)
 	ret = ibv_cmd_destroy_cq(ibcq);
 	if (ret)
 		return ret;
+	if (cq->ring)
+		munmap(cq->ring, cq->ring_len);
 	/* Only an extended CQ initialised its lock (and set start_poll). */
 	if (cq->vcq.cq_ex.start_poll)
 		pthread_spin_destroy(&cq->lock);
+	pthread_spin_destroy(&cq->ring_lock);
 	free(cq);
 	plx_rdma_ctx_put(ibctx);
 	return 0;
@@ -1204,7 +1382,7 @@ static const struct verbs_context_ops plx_rdma_ctx_ops = {
 	.dereg_mr = plx_rdma_dereg_mr,
 	.create_cq = plx_rdma_create_cq,
 	.create_cq_ex = plx_rdma_create_cq_ex,
-	.poll_cq = ibv_cmd_poll_cq,
+	.poll_cq = plx_rdma_poll_cq,
 	.req_notify_cq = ibv_cmd_req_notify_cq,
 	.resize_cq = plx_rdma_resize_cq,
 	.destroy_cq = plx_rdma_destroy_cq,

@@ -21,6 +21,7 @@
 #include <linux/netdevice.h>
 #include <linux/rtnetlink.h>
 #include <linux/slab.h>
+#include <linux/vmalloc.h>
 #include <net/ip.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
@@ -34,11 +35,12 @@
 struct rust_ib_ops {
 	int (*alloc_pd)(void *dev, void **pd);
 	void (*dealloc_pd)(void *dev, void *pd);
-	int (*create_cq)(void *dev, struct ib_cq *ibcq, u32 entries, void **cq);
+	int (*create_cq)(void *dev, struct ib_cq *ibcq, u32 entries,
+			 struct ib_udata *udata, void **cq);
 	void (*destroy_cq)(void *dev, void *cq);
 	int (*poll_cq)(void *cq, struct rust_ib_wc *wc, u32 n);
 	int (*req_notify_cq)(void *cq, u32 flags);
-	int (*resize_cq)(void *cq, u32 entries);
+	int (*resize_cq)(void *cq, u32 entries, struct ib_udata *udata);
 	int (*reg_user_mr)(void *dev, void *pd, u64 start, u64 length, u64 iova,
 			   u32 access, void **mr, u32 *lkey, u32 *rkey);
 	int (*dereg_mr)(void *dev, void *mr);
@@ -298,7 +300,7 @@ static bool rib_gid_is_local(struct ib_device *ibdev, const union ib_gid *gid,
 
 static int rib_alloc_ucontext(struct ib_ucontext *uc, struct ib_udata *udata)
 {
-	/* Nothing is mapped into user space: the context carries no state. */
+	/* The context carries no state of the driver's. */
 	return 0;
 }
 
@@ -308,7 +310,118 @@ static void rib_dealloc_ucontext(struct ib_ucontext *uc)
 
 static void rib_disassociate_ucontext(struct ib_ucontext *uc)
 {
-	/* No mmap: ib_core destroys the objects, nothing else to revoke. */
+	/*
+	 * ib_core destroys the objects.  A ring still mapped keeps its pages
+	 * (remap_vmalloc_range took a reference on each), so nothing needs
+	 * revoking.
+	 */
+}
+
+/*
+ * A ring shared with user space: zeroed pages, charged to the creating
+ * task's memory cgroup, mapped contiguously in the kernel (vmap, marked
+ * for remap_vmalloc_range) and offered to the process through an mmap
+ * entry of its context.  The memory is the entry's, freed with it
+ * (rib_mmap_free) once the driver removed it (rust_ib_user_ring_remove)
+ * and no mmap() call holds it any more; a process's mapping keeps a
+ * reference on each page it maps.
+ */
+struct rust_ib_umap {
+	struct rdma_user_mmap_entry rdma;
+	void *buf;
+	struct page **pages;
+	unsigned int npages;
+};
+
+static void rib_umap_free(struct rust_ib_umap *m)
+{
+	unsigned int i;
+
+	if (m->buf)
+		vunmap(m->buf);
+	for (i = 0; i < m->npages; i++)
+		__free_page(m->pages[i]);
+	kvfree(m->pages);
+	kfree(m);
+}
+
+/*
+ * A ring of @size bytes for the context @udata belongs to: its memory in
+ * @buf, the offset user space passes to mmap() in @offset.  NULL with
+ * *@err set on failure.
+ */
+struct rust_ib_umap *rust_ib_user_ring_new(struct ib_udata *udata, size_t size,
+					   void **buf, u64 *offset, int *err)
+{
+	struct ib_ucontext *uc = container_of(udata, struct uverbs_attr_bundle,
+					      driver_udata)->context;
+	size_t n = PAGE_ALIGN(size) >> PAGE_SHIFT;
+	struct rust_ib_umap *m;
+
+	*err = -ENOMEM;
+	if (!n || n > UINT_MAX)
+		return NULL;
+	m = kzalloc(sizeof(*m), GFP_KERNEL_ACCOUNT);
+	if (!m)
+		return NULL;
+	m->pages = kvcalloc(n, sizeof(*m->pages), GFP_KERNEL_ACCOUNT);
+	if (!m->pages)
+		goto fail;
+	for (; m->npages < n; m->npages++) {
+		m->pages[m->npages] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+		if (!m->pages[m->npages])
+			goto fail;
+	}
+	m->buf = vmap(m->pages, n, VM_MAP | VM_USERMAP, PAGE_KERNEL);
+	if (!m->buf)
+		goto fail;
+	*err = rdma_user_mmap_entry_insert(uc, &m->rdma, n << PAGE_SHIFT);
+	if (*err)
+		goto fail;
+	*buf = m->buf;
+	*offset = rdma_user_mmap_get_offset(&m->rdma);
+	return m;
+fail:
+	rib_umap_free(m);
+	return NULL;
+}
+
+/* No new mmap() of the ring; its memory goes with the last user. */
+void rust_ib_user_ring_remove(struct rust_ib_umap *m)
+{
+	rdma_user_mmap_entry_remove(&m->rdma);
+}
+
+/* ib_copy_to_udata() of at most @len bytes (what the response has room for). */
+int rust_ib_udata_respond(struct ib_udata *udata, const void *src, size_t len)
+{
+	return copy_to_user(udata->outbuf, src, min(len, udata->outlen)) ?
+		-EFAULT : 0;
+}
+
+size_t rust_ib_udata_outlen(struct ib_udata *udata)
+{
+	return udata ? udata->outlen : 0;
+}
+
+static int rib_mmap(struct ib_ucontext *uc, struct vm_area_struct *vma)
+{
+	/* NULL unless the entry exists and the mapping has its exact size. */
+	struct rdma_user_mmap_entry *e = rdma_user_mmap_entry_get(uc, vma);
+	int ret;
+
+	if (!e)
+		return -EINVAL;
+	ret = remap_vmalloc_range(vma,
+				  container_of(e, struct rust_ib_umap, rdma)->buf,
+				  0);
+	rdma_user_mmap_entry_put(e);
+	return ret;
+}
+
+static void rib_mmap_free(struct rdma_user_mmap_entry *e)
+{
+	rib_umap_free(container_of(e, struct rust_ib_umap, rdma));
 }
 
 static int rib_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
@@ -338,7 +451,9 @@ static int rib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	for (i = 0; i < RUST_IB_WC_STUBS; i++)
 		cq->stub[i].device = ibcq->device;
 	ret = ops_of(ibcq->device)->create_cq(ctx_of(ibcq->device), ibcq,
-					      attr->cqe, &cq->priv);
+					      attr->cqe,
+					      attrs ? &attrs->driver_udata : NULL,
+					      &cq->priv);
 	if (!ret)
 		ibcq->cqe = attr->cqe;
 	return ret;
@@ -406,7 +521,7 @@ static int rib_resize_user_cq(struct ib_cq *ibcq, unsigned int cqe,
 
 	if (!cqe || cqe > INT_MAX)
 		return -EINVAL;
-	ret = ops_of(ibcq->device)->resize_cq(cq->priv, cqe);
+	ret = ops_of(ibcq->device)->resize_cq(cq->priv, cqe, udata);
 	if (!ret)
 		ibcq->cqe = cqe;
 	return ret;
@@ -970,6 +1085,8 @@ static const struct ib_device_ops rust_ib_dev_ops = {
 	.get_dma_mr = rib_get_dma_mr,
 	.get_link_layer = rib_get_link_layer,
 	.get_port_immutable = rib_get_port_immutable,
+	.mmap = rib_mmap,
+	.mmap_free = rib_mmap_free,
 	.modify_qp = rib_modify_qp,
 	.modify_srq = rib_modify_srq,
 	.poll_cq = rib_poll_cq,
@@ -1017,7 +1134,10 @@ struct ib_device *rust_ib_device_alloc(const struct rust_ib_ops *ops,
 	ibdev->num_comp_vectors = 1;
 	ibdev->node_guid = cpu_to_be64(caps->node_guid);
 	ibdev->local_dma_lkey = RUST_IB_LOCAL_DMA_LKEY;
-	/* Posting and polling go through the kernel (no mmap'ed queues). */
+	/*
+	 * Posting goes through the kernel; polling too, for a CQ not mapped
+	 * into its process.
+	 */
 	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POLL_CQ) |
 				  BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
 				  BIT_ULL(IB_USER_VERBS_CMD_POST_RECV) |

@@ -18,6 +18,7 @@ use super::{
     ffi,
     srq::SrqNotifier,
     types::{Caps, QpAttr, QpInit, RawRecvWr, RawSendWr, RecvWr, SendWr, Sge, SrqAttr, Wc},
+    user_ring::UserData,
 };
 use crate::net_ns::NetNs;
 use core::ptr::NonNull;
@@ -56,8 +57,15 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn dealloc_pd(&self, pd: Arc<Self::Pd>);
 
     /// Creates a CQ of at least `entries` entries; `notifier` raises its
-    /// completion event.
-    fn create_cq(&self, entries: u32, notifier: Arc<CqNotifier>) -> Result<Arc<Self::Cq>>;
+    /// completion event. `udata` is the driver's part of a user's command
+    /// (`None` for a kernel consumer): the driver may map the CQ's ring
+    /// into the process and say where in its response.
+    fn create_cq(
+        &self,
+        entries: u32,
+        notifier: Arc<CqNotifier>,
+        udata: Option<UserData<'_>>,
+    ) -> Result<Arc<Self::Cq>>;
 
     /// Destroys a CQ (no QP uses it any more; its notifier is revoked).
     fn destroy_cq(&self, cq: Arc<Self::Cq>);
@@ -70,8 +78,9 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn req_notify_cq(cq: &Self::Cq, flags: u32) -> i32;
 
     /// Gives `cq` room for `entries` completions, keeping those it holds
-    /// (`EINVAL` if they would not fit, or above the device's limit).
-    fn resize_cq(cq: &Self::Cq, entries: u32) -> Result;
+    /// (`EINVAL` if they would not fit, or above the device's limit);
+    /// `udata` as for [`Self::create_cq`].
+    fn resize_cq(cq: &Self::Cq, entries: u32, udata: Option<UserData<'_>>) -> Result;
 
     /// Registers `length` bytes of the caller's memory at `start`, which
     /// work requests address as `iova`, with `access` rights. Returns the
@@ -465,6 +474,7 @@ unsafe extern "C" fn create_cq<T: Driver>(
     ctx: *const c_void,
     ibcq: *mut c_void,
     entries: u32,
+    udata: *mut c_void,
     out: *mut *mut c_void,
 ) -> c_int {
     let Some(ibcq) = NonNull::new(ibcq) else {
@@ -476,7 +486,10 @@ unsafe extern "C" fn create_cq<T: Driver>(
     };
     // SAFETY: A live device context.
     let drv = unsafe { driver::<T>(ctx) };
-    let cq = match drv.create_cq(entries, notifier.clone()) {
+    // SAFETY: The glue passes the command's `driver_udata`, or null, for
+    // this call.
+    let udata = unsafe { UserData::from_raw(udata) };
+    let cq = match drv.create_cq(entries, notifier.clone(), udata) {
         Ok(cq) => cq,
         Err(e) => return e.to_errno(),
     };
@@ -520,10 +533,18 @@ unsafe extern "C" fn poll_cq<T: Driver>(cq: *mut c_void, wc: *mut Wc, n: u32) ->
 
 /// # Safety
 ///
-/// Called by the C glue with a live CQ pointer.
-unsafe extern "C" fn resize_cq<T: Driver>(cq: *mut c_void, entries: u32) -> c_int {
+/// Called by the C glue with a live CQ pointer and the command's
+/// `ib_udata` (or null).
+unsafe extern "C" fn resize_cq<T: Driver>(
+    cq: *mut c_void,
+    entries: u32,
+    udata: *mut c_void,
+) -> c_int {
+    // SAFETY: The command's `ib_udata`, or null, for this call.
+    let udata = unsafe { UserData::from_raw(udata) };
     // SAFETY: A live CQ.
-    errno(T::resize_cq(&unsafe { cq_entry::<T>(cq) }.cq, entries))
+    let entry = unsafe { cq_entry::<T>(cq) };
+    errno(T::resize_cq(&entry.cq, entries, udata))
 }
 
 /// # Safety

@@ -37,12 +37,17 @@ const _: () = {
 pub(super) struct RawOps {
     pub(super) alloc_pd: unsafe extern "C" fn(*const c_void, *mut *mut c_void) -> c_int,
     pub(super) dealloc_pd: unsafe extern "C" fn(*const c_void, *mut c_void),
-    pub(super) create_cq:
-        unsafe extern "C" fn(*const c_void, *mut c_void, u32, *mut *mut c_void) -> c_int,
+    pub(super) create_cq: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        u32,
+        *mut c_void,
+        *mut *mut c_void,
+    ) -> c_int,
     pub(super) destroy_cq: unsafe extern "C" fn(*const c_void, *mut c_void),
     pub(super) poll_cq: unsafe extern "C" fn(*mut c_void, *mut Wc, u32) -> c_int,
     pub(super) req_notify_cq: unsafe extern "C" fn(*mut c_void, u32) -> c_int,
-    pub(super) resize_cq: unsafe extern "C" fn(*mut c_void, u32) -> c_int,
+    pub(super) resize_cq: unsafe extern "C" fn(*mut c_void, u32, *mut c_void) -> c_int,
     pub(super) reg_user_mr: unsafe extern "C" fn(
         *const c_void,
         *mut c_void,
@@ -118,5 +123,19 @@ extern "C" {
     pub(super) fn rust_ib_cq_event(ibcq: *mut c_void);
     pub(super) fn rust_ib_cq_error(ibcq: *mut c_void);
     pub(super) fn rust_ib_srq_limit_reached(ibsrq: *mut c_void);
+    pub(super) fn rust_ib_user_ring_new(
+        udata: *mut c_void,
+        size: usize,
+        buf: *mut *mut c_void,
+        offset: *mut u64,
+        err: *mut c_int,
+    ) -> *mut c_void;
+    pub(super) fn rust_ib_user_ring_remove(map: *mut c_void);
+    pub(super) fn rust_ib_udata_respond(
+        udata: *mut c_void,
+        src: *const c_void,
+        len: usize,
+    ) -> c_int;
+    pub(super) fn rust_ib_udata_outlen(udata: *mut c_void) -> usize;
     pub(super) fn rust_ib_modify_qp_is_ok(cur: u32, next: u32, qp_type: u32, mask: u32) -> bool;
 }

@@ -29,3 +29,4 @@ pub mod kernel_sgl;
 pub mod link;
 pub mod srq;
 pub mod types;
+pub mod user_ring;

@@ -6,10 +6,17 @@
 //! `poll_cq`, and the arming that decides when the consumer's completion
 //! channel is woken: once armed (`req_notify_cq`), the next completion, or
 //! the next solicited one, raises a single event.
+//!
+//! A user's CQ whose provider asks for it lives in a ring mapped into the
+//! process ([`CqRing`]), which polls it without a system call; a kernel
+//! consumer's, or one created without room for the ring's whereabouts in
+//! the response, in kernel memory.
 
+use crate::cq_ring::CqRing;
 use crate::rdma::{
     cq::CqNotifier,
     types::{cq_notify, QpHandle, Wc},
+    user_ring::UserData,
 };
 use crate::wq::WorkQueue;
 use kernel::{
@@ -18,8 +25,46 @@ use kernel::{
     sync::{Arc, SpinLock},
 };
 
+/// Where a CQ keeps its completions.
+enum Entries {
+    /// In kernel memory, polled through the kernel.
+    Kernel(WorkQueue<Wc>),
+    /// In a ring mapped into the CQ's process.
+    Mapped(CqRing),
+}
+
+impl Entries {
+    fn push(&mut self, wc: Wc) -> core::result::Result<(), Wc> {
+        match self {
+            Self::Kernel(q) => q.try_push(wc),
+            Self::Mapped(r) => r.push(wc),
+        }
+    }
+
+    fn pop(&mut self) -> Option<Wc> {
+        match self {
+            Self::Kernel(q) => q.pop(),
+            Self::Mapped(r) => r.pop(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Kernel(q) => q.len(),
+            Self::Mapped(r) => r.len(),
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        match self {
+            Self::Kernel(q) => q.capacity(),
+            Self::Mapped(r) => r.capacity(),
+        }
+    }
+}
+
 struct CqState {
-    entries: WorkQueue<Wc>,
+    entries: Entries,
     /// 0, or the `cq_notify` kind the CQ is armed for.
     armed: u32,
     /// A completion was lost because the CQ was full.
@@ -35,9 +80,21 @@ pub(crate) struct Cq {
 }
 
 impl Cq {
-    /// A CQ of `entries` completions.
-    pub(crate) fn new(entries: u32, notifier: Arc<CqNotifier>) -> Result<Arc<Self>> {
-        let entries = WorkQueue::new(entries as usize)?;
+    /// A CQ of `entries` completions, mapped into the process `udata`
+    /// belongs to if its provider left room for the ring's whereabouts.
+    pub(crate) fn new(
+        entries: u32,
+        notifier: Arc<CqNotifier>,
+        udata: Option<UserData<'_>>,
+    ) -> Result<Arc<Self>> {
+        let ring = match udata {
+            Some(mut u) => CqRing::new(&mut u, entries)?,
+            None => None,
+        };
+        let entries = match ring {
+            Some(r) => Entries::Mapped(r),
+            None => Entries::Kernel(WorkQueue::new(entries as usize)?),
+        };
         Arc::pin_init(
             try_pin_init!(Self {
                 state <- new_spinlock!(CqState { entries, armed: 0, overflowed: false }, "plx_rdma_cq"),
@@ -98,17 +155,28 @@ impl Cq {
     /// A smaller size keeps the ring as it is: a CQ's size is a minimum,
     /// and completions of requests already posted may still be on their
     /// way (the QPs execute them from work items), which a smaller ring
-    /// would then lose.
-    pub(crate) fn resize(&self, entries: u32) -> Result {
-        {
+    /// would then lose. A mapped CQ's process learns from the response
+    /// where its ring is now (the same place when it was kept).
+    pub(crate) fn resize(&self, entries: u32, udata: Option<UserData<'_>>) -> Result {
+        let (held, capacity, mapped) = {
             let st = self.state.lock();
-            if entries as usize <= st.entries.capacity() {
-                return if st.entries.len() > entries as usize {
-                    Err(EINVAL)
-                } else {
-                    Ok(())
-                };
+            let mapped = match &st.entries {
+                Entries::Mapped(r) => Some(r.response()),
+                Entries::Kernel(_) => None,
+            };
+            (st.entries.len(), st.entries.capacity(), mapped)
+        };
+        if entries as usize <= capacity {
+            if held > entries as usize {
+                return Err(EINVAL);
             }
+            return match (mapped, udata) {
+                (Some(resp), Some(mut u)) => u.respond(&resp),
+                _ => Ok(()),
+            };
+        }
+        if mapped.is_some() {
+            return self.resize_mapped(entries, udata.ok_or(EINVAL)?);
         }
         // Allocated before the lock, freed after it (vmalloc'ed rings).
         let mut ring = WorkQueue::new(entries as usize)?;
@@ -121,18 +189,34 @@ impl Cq {
             // Room was checked above.
             let _ = ring.try_push(wc);
         }
-        let old = core::mem::replace(&mut st.entries, ring);
+        let old = core::mem::replace(&mut st.entries, Entries::Kernel(ring));
+        drop(st);
+        drop(old);
+        Ok(())
+    }
+
+    /// [`Self::resize`] of a mapped CQ to a larger ring.
+    fn resize_mapped(&self, entries: u32, mut udata: UserData<'_>) -> Result {
+        let mut ring = CqRing::new(&mut udata, entries)?.ok_or(EINVAL)?;
+        let mut st = self.state.lock();
+        let Entries::Mapped(old) = &mut st.entries else {
+            return Err(EINVAL);
+        };
+        ring.take_from(old)?;
+        let old = core::mem::replace(&mut st.entries, Entries::Mapped(ring));
         drop(st);
         drop(old);
         Ok(())
     }
 
     /// Drops the completions of the QP whose handle is `qp_handle`.
+    ///
+    /// A mapped CQ keeps them: its process reads them as rxe's do, and
+    /// nothing in them points into the kernel.
     pub(crate) fn purge(&self, qp_handle: QpHandle) {
-        self.state
-            .lock()
-            .entries
-            .retain(|wc| wc.qp_handle != qp_handle);
+        if let Entries::Kernel(q) = &mut self.state.lock().entries {
+            q.retain(|wc| wc.qp_handle != qp_handle);
+        }
     }
 
     /// Arms the CQ; with `REPORT_MISSED_EVENTS`, 1 if completions wait.
@@ -143,6 +227,6 @@ impl Cq {
         if st.armed != cq_notify::NEXT_COMP {
             st.armed = kind;
         }
-        i32::from(flags & cq_notify::REPORT_MISSED_EVENTS != 0 && !st.entries.is_empty())
+        i32::from(flags & cq_notify::REPORT_MISSED_EVENTS != 0 && st.entries.len() != 0)
     }
 }

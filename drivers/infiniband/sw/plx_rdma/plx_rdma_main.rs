@@ -28,6 +28,8 @@ mod module_queue;
 #[expect(unreachable_pub)]
 #[path = "../../../../rust/kernel/net_ns.rs"]
 mod net_ns;
+#[path = "../../../../rust/kernel/plain_data.rs"]
+mod plain_data;
 #[path = "../../../../rust/kernel/random.rs"]
 mod random;
 #[expect(unreachable_pub)]
@@ -45,6 +47,7 @@ mod user_pages;
 
 mod atomic;
 mod cq;
+mod cq_ring;
 mod exec;
 mod landing;
 mod links;
@@ -88,6 +91,7 @@ use rdma::{
     link::LinkType,
     srq::SrqNotifier,
     types::{Caps, QpAttr, QpInit, RecvWr, SendWr, SrqAttr, Wc},
+    user_ring::UserData,
 };
 use srq::Srq;
 use stats::Stats;
@@ -283,12 +287,17 @@ impl Driver for PlxRdma {
         self.0.pds.fetch_sub(1, Relaxed);
     }
 
-    fn create_cq(&self, entries: u32, notifier: Arc<CqNotifier>) -> Result<Arc<Cq>> {
+    fn create_cq(
+        &self,
+        entries: u32,
+        notifier: Arc<CqNotifier>,
+        udata: Option<UserData<'_>>,
+    ) -> Result<Arc<Cq>> {
         if entries == 0 || entries > MAX_CQE {
             return Err(EINVAL);
         }
         take_unit(&self.0.cqs, MAX_CQ)?;
-        Cq::new(entries, notifier).inspect_err(|_| {
+        Cq::new(entries, notifier, udata).inspect_err(|_| {
             self.0.cqs.fetch_sub(1, Relaxed);
         })
     }
@@ -305,11 +314,11 @@ impl Driver for PlxRdma {
         cq.arm(flags)
     }
 
-    fn resize_cq(cq: &Cq, entries: u32) -> Result {
+    fn resize_cq(cq: &Cq, entries: u32, udata: Option<UserData<'_>>) -> Result {
         if entries == 0 || entries > MAX_CQE {
             return Err(EINVAL);
         }
-        cq.resize(entries)
+        cq.resize(entries, udata)
     }
 
     fn reg_user_mr(

@@ -7,6 +7,10 @@
  *
  *   PLX_RDMA_DEV=plx_rdma0 [PLX_FUZZ_OPS=20000] [PLX_FUZZ_SEED=n] ./verbs_fuzz
  *
+ * The process also scribbles on what the device maps into it (a CQ's ring,
+ * mapped from the uverbs file): random values in the indexes the kernel
+ * reads or the provider does.
+ *
  * What must hold: every verb returns (a value or an errno), every work
  * completion carries a status verbs defines, the process survives, and a
  * region nothing may write (registered without any write right, in every
@@ -62,7 +66,7 @@ struct fuzz {
 	unsigned char *buf[NBUF];
 	unsigned char *guard, *unregistered;
 	uint64_t rng;
-	unsigned long calls, errors, wcs, wc_errors;
+	unsigned long calls, errors, wcs, wc_errors, scribbles;
 };
 
 static uint64_t rnd(struct fuzz *f)
@@ -417,6 +421,33 @@ static void op_recv(struct fuzz *f)
 }
 
 /* Polls every CQ dry; returns 0 if every completion is well formed. */
+/*
+ * Writes a random value into the producer or consumer index (bytes 0 and
+ * 64) of a ring the device mapped into this process, if there is one.
+ * The completions the provider then reads are either ones the kernel wrote
+ * or zeroes, so they stay well formed; the kernel must not write past the
+ * ring whatever it reads there.
+ */
+static void op_scribble(struct fuzz *f)
+{
+	unsigned long start[16], end;
+	char line[512];
+	int n = 0;
+	FILE *maps = fopen("/proc/self/maps", "r");
+
+	if (!maps)
+		return;
+	while (n < 16 && fgets(line, sizeof(line), maps))
+		if (strstr(line, "/dev/infiniband/uverbs") &&
+		    sscanf(line, "%lx-%lx", &start[n], &end) == 2)
+			n++;
+	fclose(maps);
+	if (!n)
+		return;
+	f->scribbles++;
+	*(volatile uint32_t *)(start[below(f, n)] + 64 * below(f, 2)) = any32(f, below(f, 600));
+}
+
 static int poll_all(struct fuzz *f)
 {
 	struct ibv_wc wc[16];
@@ -496,7 +527,8 @@ TEST(hostile_verbs_leave_guarded_memory_alone)
 	memset(f->guard, CANARY, 2 * BUFLEN);
 
 	for (unsigned long n = 0; n < ops; n++) {
-		switch (below(f, 26)) {
+		switch (below(f, 27)) {
+		case 26: op_scribble(f); break;
 		case 24: case 25: op_connect(f); break;
 		case 0: op_pd(f); break;
 		case 1: op_cq(f); break;
@@ -552,12 +584,15 @@ TEST(hostile_verbs_leave_guarded_memory_alone)
 	if (f->ah)
 		ASSERT_EQ(0, ibv_destroy_ah(f->ah));
 	ASSERT_EQ(0, ibv_dealloc_pd(f->ah_pd));
-	printf("# %lu verbs called, %lu refused; %lu completions, %lu with an error status\n",
-	       f->calls, f->errors, f->wcs, f->wc_errors);
+	printf("# %lu verbs called, %lu refused; %lu completions, %lu with an error status;"
+	       " %lu ring indexes scribbled on\n",
+	       f->calls, f->errors, f->wcs, f->wc_errors, f->scribbles);
 	EXPECT_TRUE(untouched(f->guard, BUFLEN)) TH_LOG("the guard region was written");
 	EXPECT_TRUE(untouched(f->unregistered, BUFLEN)) TH_LOG("unregistered memory was written");
 	/* The fuzzer reached the device, not only argument checks. */
 	EXPECT_GT(f->wcs, 0);
+	/* And the device's rings: a CQ was mapped when it scribbled. */
+	EXPECT_GT(f->scribbles, 0);
 	EXPECT_EQ(0, ibv_close_device(f->ctx));
 	munmap(pages, (NBUF + 2) * BUFLEN);
 	free(f);

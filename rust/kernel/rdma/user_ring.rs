@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory shared with a user process, and the driver's part of a uverbs
+//! command's data.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+//!
+//! A [`UserRing`] is zeroed memory that the process of a uverbs context maps
+//! with `mmap()` at the offset the driver hands it in a command's response
+//! ([`UserData::respond`]), so that it reads (or writes) a queue without a
+//! system call. The process may write any byte of it at any time: the
+//! kernel reads it only through [`UserRing::word`] (an atomic 32-bit word)
+//! and never trusts what it reads, and writes it only through
+//! [`UserRing::write`].
+
+use super::ffi;
+use core::{marker::PhantomData, ptr::NonNull};
+use kernel::{error::to_result, ffi::c_void, prelude::*, sync::atomic::Atomic, transmute::AsBytes};
+
+/// The driver's part of a uverbs command's request and response (`struct
+/// ib_udata`), for the command's duration `'a`.
+pub struct UserData<'a> {
+    udata: NonNull<c_void>,
+    _command: PhantomData<&'a mut c_void>,
+}
+
+impl UserData<'_> {
+    /// # Safety
+    ///
+    /// `udata` is null, or the `struct ib_udata` of a uverbs command (its
+    /// `driver_udata`) that lasts as long as the value returned.
+    pub(super) unsafe fn from_raw(udata: *mut c_void) -> Option<Self> {
+        Some(Self {
+            udata: NonNull::new(udata)?,
+            _command: PhantomData,
+        })
+    }
+
+    /// Bytes the process left for the driver's response.
+    pub fn response_room(&self) -> usize {
+        // SAFETY: A live `ib_udata` (type invariant of `from_raw`).
+        unsafe { ffi::rust_ib_udata_outlen(self.udata.as_ptr()) }
+    }
+
+    /// Copies `v` (as much of it as the process left room for) to the
+    /// driver's response.
+    pub fn respond<T: AsBytes>(&mut self, v: &T) -> Result {
+        let bytes = v.as_bytes();
+        // SAFETY: A live `ib_udata`; `bytes` is readable for its length.
+        let ret = unsafe {
+            ffi::rust_ib_udata_respond(self.udata.as_ptr(), bytes.as_ptr().cast(), bytes.len())
+        };
+        to_result(ret)
+    }
+
+    /// A ring of `size` bytes (zeroed) that the command's process may map.
+    pub fn new_ring(&mut self, size: usize) -> Result<UserRing> {
+        if size == 0 {
+            return Err(EINVAL);
+        }
+        let (mut buf, mut offset, mut err) = (core::ptr::null_mut(), 0u64, 0);
+        // SAFETY: A live `ib_udata` of a uverbs command (it has a context);
+        // the out-pointers are valid for writes.
+        let map = unsafe {
+            ffi::rust_ib_user_ring_new(self.udata.as_ptr(), size, &mut buf, &mut offset, &mut err)
+        };
+        let (Some(map), Some(buf)) = (NonNull::new(map), NonNull::new(buf.cast::<u8>())) else {
+            return Err(if err < 0 {
+                Error::from_errno(err)
+            } else {
+                ENOMEM
+            });
+        };
+        // INVARIANT: The C glue returned an inserted entry with a zeroed,
+        // page-aligned buffer of at least `size` bytes.
+        Ok(UserRing {
+            map,
+            buf,
+            size,
+            offset,
+        })
+    }
+}
+
+/// Memory shared with the process of a uverbs context.
+///
+/// # Invariants
+///
+/// `map` is an mmap entry of that context (C `struct rust_ib_umap`) that
+/// this value inserted and has not removed; `buf` is its buffer of at least
+/// `size` bytes, 4-byte aligned, which lives at least as long as the entry
+/// stays inserted.
+pub struct UserRing {
+    map: NonNull<c_void>,
+    buf: NonNull<u8>,
+    size: usize,
+    offset: u64,
+}
+
+// SAFETY: The ring is memory plus a handle the C glue takes from any
+// thread; its words are accessed atomically or volatile.
+unsafe impl Send for UserRing {}
+// SAFETY: See `Send`: every access through `&self` is atomic or volatile.
+unsafe impl Sync for UserRing {}
+
+impl UserRing {
+    /// The offset the process passes to `mmap()`.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The ring's size in bytes (the process maps it rounded up to pages).
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The 32-bit word at byte `at` (a multiple of 4 inside the ring), as an
+    /// atomic: the process may change it at any time.
+    pub fn word(&self, at: usize) -> Option<&Atomic<u32>> {
+        if at % 4 != 0 || at.checked_add(4)? > self.size {
+            return None;
+        }
+        // SAFETY: In bounds and aligned (checked; `buf` is aligned per the
+        // type invariant), valid while `self` is; concurrent accesses by
+        // the process are to memory outside Rust's model, and every kernel
+        // access to the word is atomic.
+        Some(unsafe { Atomic::from_ptr(self.buf.as_ptr().add(at).cast::<u32>()) })
+    }
+
+    /// Writes `words` from byte `at` on (a multiple of 4), each a volatile
+    /// store: the process may read them meanwhile. `EINVAL` out of bounds.
+    pub fn write(&self, at: usize, words: &[u32]) -> Result {
+        let end = words
+            .len()
+            .checked_mul(4)
+            .and_then(|n| n.checked_add(at))
+            .ok_or(EINVAL)?;
+        if at % 4 != 0 || end > self.size {
+            return Err(EINVAL);
+        }
+        let base = self.buf.as_ptr().cast::<u32>();
+        for (i, w) in words.iter().enumerate() {
+            // SAFETY: In bounds and aligned (checked above); the ring's
+            // memory is valid while `self` is (type invariant).
+            unsafe { base.add(at / 4 + i).write_volatile(*w) };
+        }
+        Ok(())
+    }
+
+    /// Reads `out.len()` words from byte `at` on (a multiple of 4), each a
+    /// volatile load. `EINVAL` out of bounds.
+    pub fn read(&self, at: usize, out: &mut [u32]) -> Result {
+        let end = out
+            .len()
+            .checked_mul(4)
+            .and_then(|n| n.checked_add(at))
+            .ok_or(EINVAL)?;
+        if at % 4 != 0 || end > self.size {
+            return Err(EINVAL);
+        }
+        let base = self.buf.as_ptr().cast::<u32>();
+        for (i, w) in out.iter_mut().enumerate() {
+            // SAFETY: As in `write`.
+            *w = unsafe { base.add(at / 4 + i).read_volatile() };
+        }
+        Ok(())
+    }
+}
+
+impl Drop for UserRing {
+    fn drop(&mut self) {
+        // SAFETY: Inserted and not removed (type invariant); after this the
+        // buffer may be freed, and `self` is gone.
+        unsafe { ffi::rust_ib_user_ring_remove(self.map.as_ptr()) };
+    }
+}
