@@ -117,32 +117,37 @@ impl UserRing {
     /// The 32-bit word at byte `at` (a multiple of 4 inside the ring), as an
     /// atomic: the process may change it at any time.
     pub fn word(&self, at: usize) -> Option<&Atomic<u32>> {
-        if at % 4 != 0 || at.checked_add(4)? > self.size {
-            return None;
+        let p = self.words(at, 1).ok()?;
+        // SAFETY: In the ring and aligned (`Self::words`), valid while
+        // `self` is; the process's concurrent accesses are to memory
+        // outside Rust's model, and every kernel access to the word is
+        // atomic.
+        Some(unsafe { Atomic::from_ptr(p) })
+    }
+
+    /// The first of `n` 32-bit words from byte `at` on (a multiple of 4);
+    /// `EINVAL` unless they lie in the ring.
+    fn words(&self, at: usize, n: usize) -> Result<*mut u32> {
+        let end = n
+            .checked_mul(4)
+            .and_then(|len| len.checked_add(at))
+            .ok_or(EINVAL)?;
+        if at % 4 != 0 || end > self.size {
+            return Err(EINVAL);
         }
-        // SAFETY: In bounds and aligned (checked; `buf` is aligned per the
-        // type invariant), valid while `self` is; concurrent accesses by
-        // the process are to memory outside Rust's model, and every kernel
-        // access to the word is atomic.
-        Some(unsafe { Atomic::from_ptr(self.buf.as_ptr().add(at).cast::<u32>()) })
+        // SAFETY: `at` is inside the ring (checked), which is valid while
+        // `self` is (type invariant).
+        Ok(unsafe { self.buf.as_ptr().add(at) }.cast::<u32>())
     }
 
     /// Writes `words` from byte `at` on (a multiple of 4), each a volatile
     /// store: the process may read them meanwhile. `EINVAL` out of bounds.
     pub fn write(&self, at: usize, words: &[u32]) -> Result {
-        let end = words
-            .len()
-            .checked_mul(4)
-            .and_then(|n| n.checked_add(at))
-            .ok_or(EINVAL)?;
-        if at % 4 != 0 || end > self.size {
-            return Err(EINVAL);
-        }
-        let base = self.buf.as_ptr().cast::<u32>();
+        let base = self.words(at, words.len())?;
         for (i, w) in words.iter().enumerate() {
-            // SAFETY: In bounds and aligned (checked above); the ring's
-            // memory is valid while `self` is (type invariant).
-            unsafe { base.add(at / 4 + i).write_volatile(*w) };
+            // SAFETY: `words.len()` words from `base` lie in the ring
+            // (checked by `Self::words`), aligned.
+            unsafe { base.add(i).write_volatile(*w) };
         }
         Ok(())
     }
@@ -150,18 +155,10 @@ impl UserRing {
     /// Reads `out.len()` words from byte `at` on (a multiple of 4), each a
     /// volatile load. `EINVAL` out of bounds.
     pub fn read(&self, at: usize, out: &mut [u32]) -> Result {
-        let end = out
-            .len()
-            .checked_mul(4)
-            .and_then(|n| n.checked_add(at))
-            .ok_or(EINVAL)?;
-        if at % 4 != 0 || end > self.size {
-            return Err(EINVAL);
-        }
-        let base = self.buf.as_ptr().cast::<u32>();
+        let base = self.words(at, out.len())?;
         for (i, w) in out.iter_mut().enumerate() {
             // SAFETY: As in `write`.
-            *w = unsafe { base.add(at / 4 + i).read_volatile() };
+            *w = unsafe { base.add(i).read_volatile() };
         }
         Ok(())
     }
