@@ -36,11 +36,11 @@ struct rust_ib_ops {
 	int (*alloc_pd)(void *dev, void **pd);
 	void (*dealloc_pd)(void *dev, void *pd);
 	int (*create_cq)(void *dev, struct ib_cq *ibcq, u32 entries,
-			 struct ib_udata *udata, void **cq);
+			 struct rust_ib_cmd *cmd, void **cq);
 	void (*destroy_cq)(void *dev, void *cq);
 	int (*poll_cq)(void *cq, struct rust_ib_wc *wc, u32 n);
 	int (*req_notify_cq)(void *cq, u32 flags);
-	int (*resize_cq)(void *cq, u32 entries, struct ib_udata *udata);
+	int (*resize_cq)(void *cq, u32 entries, struct rust_ib_cmd *cmd);
 	int (*reg_user_mr)(void *dev, void *pd, u64 start, u64 length, u64 iova,
 			   u32 access, void **mr, u32 *lkey, u32 *rkey);
 	int (*dereg_mr)(void *dev, void *mr);
@@ -140,6 +140,18 @@ struct rust_ib_cq {
 	spinlock_t stub_lock;
 	unsigned int stub_next;
 	struct ib_qp stub[RUST_IB_WC_STUBS];
+	/* Rings mapped into the CQ's process (rust_ib_umap), until destroy. */
+	struct list_head rings;
+};
+
+/*
+ * What the driver gets for a user's command on an object: the command's
+ * driver data, and the object's list of rings, where a ring made during
+ * the command goes (rust_ib_user_ring_new).
+ */
+struct rust_ib_cmd {
+	struct ib_udata *udata;
+	struct list_head *rings;
 };
 
 struct rust_ib_qp {
@@ -321,17 +333,27 @@ static void rib_disassociate_ucontext(struct ib_ucontext *uc)
  * A ring shared with user space: zeroed pages, charged to the creating
  * task's memory cgroup, mapped contiguously in the kernel (vmap, marked
  * for remap_vmalloc_range) and offered to the process through an mmap
- * entry of its context.  The memory is the entry's, freed with it
- * (rib_mmap_free) once the driver removed it (rust_ib_user_ring_remove)
- * and no mmap() call holds it any more; a process's mapping keeps a
- * reference on each page it maps.
+ * entry of its context.  Two references keep the memory: the driver's
+ * handle (rust_ib_user_ring_put) and the mmap entry (rib_mmap_free).  A
+ * process's mapping keeps a reference on each page it maps.
+ *
+ * The entry belongs to the context, which only lives as long as the
+ * object the ring is on the list of: so the entry is removed while that
+ * object is (rust_ib_user_ring_retire, during a command) or at the
+ * object's destroy at the latest (rib_rings_remove), both under
+ * rib_rings_lock, never from the driver's handle going away.
  */
 struct rust_ib_umap {
 	struct rdma_user_mmap_entry rdma;
+	struct kref ref;
+	struct list_head node;	/* on its object's list while listed */
+	bool listed;
 	void *buf;
 	struct page **pages;
 	unsigned int npages;
 };
+
+static DEFINE_MUTEX(rib_rings_lock);
 
 static void rib_umap_free(struct rust_ib_umap *m)
 {
@@ -345,15 +367,43 @@ static void rib_umap_free(struct rust_ib_umap *m)
 	kfree(m);
 }
 
+static void rib_umap_release(struct kref *ref)
+{
+	rib_umap_free(container_of(ref, struct rust_ib_umap, ref));
+}
+
+/* Removes @m's mmap entry if it is still listed.  Under rib_rings_lock. */
+static void rib_ring_unlist(struct rust_ib_umap *m)
+{
+	lockdep_assert_held(&rib_rings_lock);
+	if (!m->listed)
+		return;
+	list_del(&m->node);
+	m->listed = false;
+	rdma_user_mmap_entry_remove(&m->rdma);
+}
+
+/* Every ring still on @rings: at the object's destroy. */
+static void rib_rings_remove(struct list_head *rings)
+{
+	struct rust_ib_umap *m, *next;
+
+	mutex_lock(&rib_rings_lock);
+	list_for_each_entry_safe(m, next, rings, node)
+		rib_ring_unlist(m);
+	mutex_unlock(&rib_rings_lock);
+}
+
 /*
- * A ring of @size bytes for the context @udata belongs to: its memory in
- * @buf, the offset user space passes to mmap() in @offset.  NULL with
- * *@err set on failure.
+ * A ring of @size bytes for the context of the command @cmd, on the list
+ * of the command's object: its memory in @buf, the offset user space
+ * passes to mmap() in @offset.  NULL with *@err set on failure.
  */
-struct rust_ib_umap *rust_ib_user_ring_new(struct ib_udata *udata, size_t size,
+struct rust_ib_umap *rust_ib_user_ring_new(struct rust_ib_cmd *cmd, size_t size,
 					   void **buf, u64 *offset, int *err)
 {
-	struct ib_ucontext *uc = container_of(udata, struct uverbs_attr_bundle,
+	struct ib_ucontext *uc = container_of(cmd->udata,
+					      struct uverbs_attr_bundle,
 					      driver_udata)->context;
 	size_t n = PAGE_ALIGN(size) >> PAGE_SHIFT;
 	struct rust_ib_umap *m;
@@ -364,6 +414,7 @@ struct rust_ib_umap *rust_ib_user_ring_new(struct ib_udata *udata, size_t size,
 	m = kzalloc(sizeof(*m), GFP_KERNEL_ACCOUNT);
 	if (!m)
 		return NULL;
+	kref_init(&m->ref);
 	m->pages = kvcalloc(n, sizeof(*m->pages), GFP_KERNEL_ACCOUNT);
 	if (!m->pages)
 		goto fail;
@@ -378,6 +429,12 @@ struct rust_ib_umap *rust_ib_user_ring_new(struct ib_udata *udata, size_t size,
 	*err = rdma_user_mmap_entry_insert(uc, &m->rdma, n << PAGE_SHIFT);
 	if (*err)
 		goto fail;
+	/* The entry's reference, given back by rib_mmap_free. */
+	kref_get(&m->ref);
+	mutex_lock(&rib_rings_lock);
+	list_add(&m->node, cmd->rings);
+	m->listed = true;
+	mutex_unlock(&rib_rings_lock);
 	*buf = m->buf;
 	*offset = rdma_user_mmap_get_offset(&m->rdma);
 	return m;
@@ -386,22 +443,30 @@ fail:
 	return NULL;
 }
 
-/* No new mmap() of the ring; its memory goes with the last user. */
-void rust_ib_user_ring_remove(struct rust_ib_umap *m)
+/* No new mmap() of the ring: the driver replaced it. */
+void rust_ib_user_ring_retire(struct rust_ib_umap *m)
 {
-	rdma_user_mmap_entry_remove(&m->rdma);
+	mutex_lock(&rib_rings_lock);
+	rib_ring_unlist(m);
+	mutex_unlock(&rib_rings_lock);
+}
+
+/* The driver's handle goes. */
+void rust_ib_user_ring_put(struct rust_ib_umap *m)
+{
+	kref_put(&m->ref, rib_umap_release);
 }
 
 /* ib_copy_to_udata() of at most @len bytes (what the response has room for). */
-int rust_ib_udata_respond(struct ib_udata *udata, const void *src, size_t len)
+int rust_ib_udata_respond(struct rust_ib_cmd *cmd, const void *src, size_t len)
 {
-	return copy_to_user(udata->outbuf, src, min(len, udata->outlen)) ?
-		-EFAULT : 0;
+	return copy_to_user(cmd->udata->outbuf, src,
+			    min(len, cmd->udata->outlen)) ? -EFAULT : 0;
 }
 
-size_t rust_ib_udata_outlen(struct ib_udata *udata)
+size_t rust_ib_udata_outlen(struct rust_ib_cmd *cmd)
 {
-	return udata ? udata->outlen : 0;
+	return cmd->udata->outlen;
 }
 
 static int rib_mmap(struct ib_ucontext *uc, struct vm_area_struct *vma)
@@ -421,7 +486,8 @@ static int rib_mmap(struct ib_ucontext *uc, struct vm_area_struct *vma)
 
 static void rib_mmap_free(struct rdma_user_mmap_entry *e)
 {
-	rib_umap_free(container_of(e, struct rust_ib_umap, rdma));
+	kref_put(&container_of(e, struct rust_ib_umap, rdma)->ref,
+		 rib_umap_release);
 }
 
 static int rib_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
@@ -443,20 +509,29 @@ static int rib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 			 struct uverbs_attr_bundle *attrs)
 {
 	struct rust_ib_cq *cq = container_of(ibcq, struct rust_ib_cq, ibcq);
+	struct rust_ib_cmd cmd = {
+		.udata = attrs ? &attrs->driver_udata : NULL,
+		.rings = &cq->rings,
+	};
 	int i, ret;
 
 	if (attr->flags)
 		return -EOPNOTSUPP;
 	spin_lock_init(&cq->stub_lock);
+	INIT_LIST_HEAD(&cq->rings);
 	for (i = 0; i < RUST_IB_WC_STUBS; i++)
 		cq->stub[i].device = ibcq->device;
 	ret = ops_of(ibcq->device)->create_cq(ctx_of(ibcq->device), ibcq,
 					      attr->cqe,
-					      attrs ? &attrs->driver_udata : NULL,
+					      cmd.udata ? &cmd : NULL,
 					      &cq->priv);
-	if (!ret)
-		ibcq->cqe = attr->cqe;
-	return ret;
+	if (ret) {
+		/* ib_core frees the container without a destroy. */
+		rib_rings_remove(&cq->rings);
+		return ret;
+	}
+	ibcq->cqe = attr->cqe;
+	return 0;
 }
 
 static int rib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
@@ -464,6 +539,8 @@ static int rib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	struct rust_ib_cq *cq = container_of(ibcq, struct rust_ib_cq, ibcq);
 
 	ops_of(ibcq->device)->destroy_cq(ctx_of(ibcq->device), cq->priv);
+	/* The context outlives its objects, not their rings' handles. */
+	rib_rings_remove(&cq->rings);
 	return 0;
 }
 
@@ -517,11 +594,13 @@ static int rib_resize_user_cq(struct ib_cq *ibcq, unsigned int cqe,
 			      struct ib_udata *udata)
 {
 	struct rust_ib_cq *cq = container_of(ibcq, struct rust_ib_cq, ibcq);
+	struct rust_ib_cmd cmd = { .udata = udata, .rings = &cq->rings };
 	int ret;
 
 	if (!cqe || cqe > INT_MAX)
 		return -EINVAL;
-	ret = ops_of(ibcq->device)->resize_cq(cq->priv, cqe, udata);
+	ret = ops_of(ibcq->device)->resize_cq(cq->priv, cqe,
+					      udata ? &cmd : NULL);
 	if (!ret)
 		ibcq->cqe = cqe;
 	return ret;

@@ -186,12 +186,13 @@ void rust_ib_cq_error(struct ib_cq *ibcq);
 void rust_ib_srq_limit_reached(struct ib_srq *ibsrq);
 bool rust_ib_modify_qp_is_ok(u32 cur, u32 next, u32 qp_type, u32 mask);
 
-struct ib_udata;
+struct rust_ib_cmd;
 struct rust_ib_umap;
-struct rust_ib_umap *rust_ib_user_ring_new(struct ib_udata *udata, size_t size,
+struct rust_ib_umap *rust_ib_user_ring_new(struct rust_ib_cmd *cmd, size_t size,
 					   void **buf, u64 *offset, int *err);
-void rust_ib_user_ring_remove(struct rust_ib_umap *m);
-int rust_ib_udata_respond(struct ib_udata *udata, const void *src, size_t len);
-size_t rust_ib_udata_outlen(struct ib_udata *udata);
+void rust_ib_user_ring_retire(struct rust_ib_umap *m);
+void rust_ib_user_ring_put(struct rust_ib_umap *m);
+int rust_ib_udata_respond(struct rust_ib_cmd *cmd, const void *src, size_t len);
+size_t rust_ib_udata_outlen(struct rust_ib_cmd *cmd);
 
 #endif /* RUST_HELPERS_IB_DEVICE_H */

@@ -486,7 +486,7 @@ unsafe extern "C" fn create_cq<T: Driver>(
     };
     // SAFETY: A live device context.
     let drv = unsafe { driver::<T>(ctx) };
-    // SAFETY: The glue passes the command's `driver_udata`, or null, for
+    // SAFETY: The glue passes the command's `rust_ib_cmd`, or null, for
     // this call.
     let udata = unsafe { UserData::from_raw(udata) };
     let cq = match drv.create_cq(entries, notifier.clone(), udata) {
@@ -534,13 +534,13 @@ unsafe extern "C" fn poll_cq<T: Driver>(cq: *mut c_void, wc: *mut Wc, n: u32) ->
 /// # Safety
 ///
 /// Called by the C glue with a live CQ pointer and the command's
-/// `ib_udata` (or null).
+/// `rust_ib_cmd` (or null).
 unsafe extern "C" fn resize_cq<T: Driver>(
     cq: *mut c_void,
     entries: u32,
     udata: *mut c_void,
 ) -> c_int {
-    // SAFETY: The command's `ib_udata`, or null, for this call.
+    // SAFETY: The command's `rust_ib_cmd`, or null, for this call.
     let udata = unsafe { UserData::from_raw(udata) };
     // SAFETY: A live CQ.
     let entry = unsafe { cq_entry::<T>(cq) };

@@ -124,18 +124,15 @@ extern "C" {
     pub(super) fn rust_ib_cq_error(ibcq: *mut c_void);
     pub(super) fn rust_ib_srq_limit_reached(ibsrq: *mut c_void);
     pub(super) fn rust_ib_user_ring_new(
-        udata: *mut c_void,
+        cmd: *mut c_void,
         size: usize,
         buf: *mut *mut c_void,
         offset: *mut u64,
         err: *mut c_int,
     ) -> *mut c_void;
-    pub(super) fn rust_ib_user_ring_remove(map: *mut c_void);
-    pub(super) fn rust_ib_udata_respond(
-        udata: *mut c_void,
-        src: *const c_void,
-        len: usize,
-    ) -> c_int;
-    pub(super) fn rust_ib_udata_outlen(udata: *mut c_void) -> usize;
+    pub(super) fn rust_ib_user_ring_retire(map: *mut c_void);
+    pub(super) fn rust_ib_user_ring_put(map: *mut c_void);
+    pub(super) fn rust_ib_udata_respond(cmd: *mut c_void, src: *const c_void, len: usize) -> c_int;
+    pub(super) fn rust_ib_udata_outlen(cmd: *mut c_void) -> usize;
     pub(super) fn rust_ib_modify_qp_is_ok(cur: u32, next: u32, qp_type: u32, mask: u32) -> bool;
 }

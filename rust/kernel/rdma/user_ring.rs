@@ -12,57 +12,72 @@
 //! kernel reads it only through [`UserRing::word`] (an atomic 32-bit word)
 //! and never trusts what it reads, and writes it only through
 //! [`UserRing::write`].
+//!
+//! The offer to map a ring belongs to the uverbs context, which only lives
+//! as long as the object the ring was made for: the C glue withdraws it at
+//! that object's destroy at the latest, or earlier when the driver retires
+//! the ring ([`UserRing::retire`]). The memory itself lives as long as the
+//! driver's handle or the offer does, and a page the process mapped as
+//! long as its mapping: the driver may keep a [`UserRing`] past the
+//! object's destroy without harm.
 
 use super::ffi;
 use core::{marker::PhantomData, ptr::NonNull};
 use kernel::{error::to_result, ffi::c_void, prelude::*, sync::atomic::Atomic, transmute::AsBytes};
 
 /// The driver's part of a uverbs command's request and response (`struct
-/// ib_udata`), for the command's duration `'a`.
+/// ib_udata`) on one object, for the command's duration `'a`.
+///
+/// # Invariants
+///
+/// `cmd` is the C glue's `struct rust_ib_cmd` of a uverbs command on a live
+/// object, valid for `'a`.
 pub struct UserData<'a> {
-    udata: NonNull<c_void>,
+    cmd: NonNull<c_void>,
     _command: PhantomData<&'a mut c_void>,
 }
 
 impl UserData<'_> {
     /// # Safety
     ///
-    /// `udata` is null, or the `struct ib_udata` of a uverbs command (its
-    /// `driver_udata`) that lasts as long as the value returned.
-    pub(super) unsafe fn from_raw(udata: *mut c_void) -> Option<Self> {
+    /// `cmd` is null, or the `struct rust_ib_cmd` of a uverbs command that
+    /// lasts as long as the value returned.
+    pub(super) unsafe fn from_raw(cmd: *mut c_void) -> Option<Self> {
+        // INVARIANT: Per the function's contract.
         Some(Self {
-            udata: NonNull::new(udata)?,
+            cmd: NonNull::new(cmd)?,
             _command: PhantomData,
         })
     }
 
     /// Bytes the process left for the driver's response.
     pub fn response_room(&self) -> usize {
-        // SAFETY: A live `ib_udata` (type invariant of `from_raw`).
-        unsafe { ffi::rust_ib_udata_outlen(self.udata.as_ptr()) }
+        // SAFETY: A live command (type invariant).
+        unsafe { ffi::rust_ib_udata_outlen(self.cmd.as_ptr()) }
     }
 
     /// Copies `v` (as much of it as the process left room for) to the
     /// driver's response.
     pub fn respond<T: AsBytes>(&mut self, v: &T) -> Result {
         let bytes = v.as_bytes();
-        // SAFETY: A live `ib_udata`; `bytes` is readable for its length.
+        // SAFETY: A live command; `bytes` is readable for its length.
         let ret = unsafe {
-            ffi::rust_ib_udata_respond(self.udata.as_ptr(), bytes.as_ptr().cast(), bytes.len())
+            ffi::rust_ib_udata_respond(self.cmd.as_ptr(), bytes.as_ptr().cast(), bytes.len())
         };
         to_result(ret)
     }
 
-    /// A ring of `size` bytes (zeroed) that the command's process may map.
+    /// A ring of `size` bytes (zeroed) that the command's process may map,
+    /// until the command's object is destroyed or the ring retired.
     pub fn new_ring(&mut self, size: usize) -> Result<UserRing> {
         if size == 0 {
             return Err(EINVAL);
         }
         let (mut buf, mut offset, mut err) = (core::ptr::null_mut(), 0u64, 0);
-        // SAFETY: A live `ib_udata` of a uverbs command (it has a context);
-        // the out-pointers are valid for writes.
+        // SAFETY: A live command (it has a context and an object); the
+        // out-pointers are valid for writes.
         let map = unsafe {
-            ffi::rust_ib_user_ring_new(self.udata.as_ptr(), size, &mut buf, &mut offset, &mut err)
+            ffi::rust_ib_user_ring_new(self.cmd.as_ptr(), size, &mut buf, &mut offset, &mut err)
         };
         let (Some(map), Some(buf)) = (NonNull::new(map), NonNull::new(buf.cast::<u8>())) else {
             return Err(if err < 0 {
@@ -71,8 +86,9 @@ impl UserData<'_> {
                 ENOMEM
             });
         };
-        // INVARIANT: The C glue returned an inserted entry with a zeroed,
-        // page-aligned buffer of at least `size` bytes.
+        // INVARIANT: The C glue returned a ring holding a reference for
+        // this handle, with a zeroed, page-aligned buffer of at least
+        // `size` bytes.
         Ok(UserRing {
             map,
             buf,
@@ -82,14 +98,14 @@ impl UserData<'_> {
     }
 }
 
-/// Memory shared with the process of a uverbs context.
+/// Memory shared with the process of a uverbs context. Dropping it may
+/// sleep (the memory may be unmapped from the kernel then).
 ///
 /// # Invariants
 ///
-/// `map` is an mmap entry of that context (C `struct rust_ib_umap`) that
-/// this value inserted and has not removed; `buf` is its buffer of at least
-/// `size` bytes, 4-byte aligned, which lives at least as long as the entry
-/// stays inserted.
+/// `map` is a C `struct rust_ib_umap` on which this value holds a
+/// reference; `buf` is its buffer of at least `size` bytes, 4-byte aligned,
+/// which lives as long as that reference.
 pub struct UserRing {
     map: NonNull<c_void>,
     buf: NonNull<u8>,
@@ -164,10 +180,20 @@ impl UserRing {
     }
 }
 
+impl UserRing {
+    /// Withdraws the offer to map the ring (the driver replaced it): the
+    /// memory goes once the process unmapped it. May sleep.
+    pub fn retire(self) {
+        // SAFETY: A ring this value holds a reference on (type invariant);
+        // the glue withdraws the offer only if its object still has it.
+        unsafe { ffi::rust_ib_user_ring_retire(self.map.as_ptr()) };
+    }
+}
+
 impl Drop for UserRing {
     fn drop(&mut self) {
-        // SAFETY: Inserted and not removed (type invariant); after this the
-        // buffer may be freed, and `self` is gone.
-        unsafe { ffi::rust_ib_user_ring_remove(self.map.as_ptr()) };
+        // SAFETY: This value's reference (type invariant), given back once;
+        // after this the buffer may be freed, and `self` is gone.
+        unsafe { ffi::rust_ib_user_ring_put(self.map.as_ptr()) };
     }
 }

@@ -31,6 +31,8 @@ enum Entries {
     Kernel(WorkQueue<Wc>),
     /// In a ring mapped into the CQ's process.
     Mapped(CqRing),
+    /// Destroyed: what still comes is dropped.
+    Closed,
 }
 
 impl Entries {
@@ -38,6 +40,7 @@ impl Entries {
         match self {
             Self::Kernel(q) => q.try_push(wc),
             Self::Mapped(r) => r.push(wc),
+            Self::Closed => Ok(()),
         }
     }
 
@@ -45,6 +48,7 @@ impl Entries {
         match self {
             Self::Kernel(q) => q.pop(),
             Self::Mapped(r) => r.pop(),
+            Self::Closed => None,
         }
     }
 
@@ -52,6 +56,7 @@ impl Entries {
         match self {
             Self::Kernel(q) => q.len(),
             Self::Mapped(r) => r.len(),
+            Self::Closed => 0,
         }
     }
 
@@ -59,6 +64,7 @@ impl Entries {
         match self {
             Self::Kernel(q) => q.capacity(),
             Self::Mapped(r) => r.capacity(),
+            Self::Closed => 0,
         }
     }
 }
@@ -162,7 +168,7 @@ impl Cq {
             let st = self.state.lock();
             let mapped = match &st.entries {
                 Entries::Mapped(r) => Some(r.response()),
-                Entries::Kernel(_) => None,
+                _ => None,
             };
             (st.entries.len(), st.entries.capacity(), mapped)
         };
@@ -195,18 +201,35 @@ impl Cq {
         Ok(())
     }
 
-    /// [`Self::resize`] of a mapped CQ to a larger ring.
+    /// [`Self::resize`] of a mapped CQ to a larger ring: the old one is
+    /// retired (the process maps the new one).
     fn resize_mapped(&self, entries: u32, mut udata: UserData<'_>) -> Result {
         let mut ring = CqRing::new(&mut udata, entries)?.ok_or(EINVAL)?;
         let mut st = self.state.lock();
-        let Entries::Mapped(old) = &mut st.entries else {
-            return Err(EINVAL);
+        let moved = match &mut st.entries {
+            Entries::Mapped(old) => ring.take_from(old),
+            _ => Err(EINVAL),
         };
-        ring.take_from(old)?;
+        if let Err(e) = moved {
+            drop(st);
+            ring.retire();
+            return Err(e);
+        }
         let old = core::mem::replace(&mut st.entries, Entries::Mapped(ring));
         drop(st);
-        drop(old);
+        if let Entries::Mapped(old) = old {
+            old.retire();
+        }
         Ok(())
+    }
+
+    /// At destroy: the completions go now (a mapped ring's memory once its
+    /// process unmapped it), not with the CQ's last reference, which a QP's
+    /// work may hold a while longer; what still comes is dropped.
+    pub(crate) fn close(&self) {
+        let old = core::mem::replace(&mut self.state.lock().entries, Entries::Closed);
+        // Outside the lock: freeing a ring may sleep.
+        drop(old);
     }
 
     /// Drops the completions of the QP whose handle is `qp_handle`.

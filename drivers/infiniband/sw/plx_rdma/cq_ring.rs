@@ -196,6 +196,12 @@ impl CqRing {
         })
     }
 
+    /// Withdraws the ring from its process's reach (a larger one took its
+    /// place).
+    pub(crate) fn retire(self) {
+        self.ring.retire();
+    }
+
     /// Moves the completions of `old` into this ring, oldest first;
     /// `EINVAL` if they do not fit.
     pub(crate) fn take_from(&mut self, old: &mut CqRing) -> Result {

@@ -302,7 +302,8 @@ impl Driver for PlxRdma {
         })
     }
 
-    fn destroy_cq(&self, _cq: Arc<Cq>) {
+    fn destroy_cq(&self, cq: Arc<Cq>) {
+        cq.close();
         self.0.cqs.fetch_sub(1, Relaxed);
     }
 
