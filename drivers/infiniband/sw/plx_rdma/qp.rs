@@ -434,11 +434,13 @@ impl Qp {
                 self.answered.notify_all();
                 drop(st);
                 self.flush_recv();
-                self.kick();
+                self.kick_if_more();
             }
+            // Requests queued in SQD go on; with none, the work item stays
+            // idle, and the next short request runs in its poster's call.
             qp_state::RTS => {
                 drop(st);
-                self.kick();
+                self.kick_if_more();
             }
             _ => {}
         }
