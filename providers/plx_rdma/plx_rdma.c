@@ -110,7 +110,9 @@ struct plx_rdma_cq {
 	struct ibv_wc wc;
 	bool locking;
 	pthread_spinlock_t lock;	/* held from a successful start_poll to end_poll */
-	/* A mapped CQ's ring (NULL: polled through the kernel). */
+	/* Made with a ring (for good: pollers read it without the lock). */
+	bool mapped;
+	/* Its ring, under ring_lock (NULL if remapping it failed). */
 	void *ring;
 	size_t ring_len;		/* mapped bytes */
 	uint64_t ring_offset;
@@ -347,6 +349,7 @@ static struct ibv_cq *plx_rdma_create_cq(struct ibv_context *ibctx, int cqe,
 	}
 	/* A kernel that answered without a ring: polled through it. */
 	if (resp.drv.size) {
+		cq->mapped = true;
 		ret = plx_rdma_map_ring(cq, &resp.drv);
 		if (ret) {
 			ibv_cmd_destroy_cq(&cq->vcq.cq);
@@ -385,12 +388,14 @@ static int plx_rdma_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 	uint32_t prod, cons, slot;
 	int n = 0;
 
-	if (!cq->ring)
+	if (!cq->mapped)
 		return ibv_cmd_poll_cq(ibcq, ne, wc);
 	pthread_spin_lock(&cq->ring_lock);
 	if (!cq->ring) {
+		/* A resize could not map the new ring: the kernel reads it. */
+		n = ibv_cmd_poll_cq(ibcq, ne, wc);
 		pthread_spin_unlock(&cq->ring_lock);
-		return ibv_cmd_poll_cq(ibcq, ne, wc);
+		return n;
 	}
 	prod_p = (_Atomic uint32_t *)((char *)cq->ring + PLX_RDMA_RING_PRODUCER);
 	cons_p = (_Atomic uint32_t *)((char *)cq->ring + PLX_RDMA_RING_CONSUMER);
@@ -615,7 +620,7 @@ static int plx_rdma_resize_cq(struct ibv_cq *ibcq, int cqe)
 	    resp.drv.offset != cq->ring_offset) {
 		old = cq->ring;
 		old_len = cq->ring_len;
-		/* Unmapped, the CQ is still polled through the kernel. */
+		/* Left unmapped, the CQ is polled through the kernel. */
 		cq->ring = NULL;
 		ret = plx_rdma_map_ring(cq, &resp.drv);
 		munmap(old, old_len);
