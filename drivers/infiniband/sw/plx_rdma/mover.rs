@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Moving the bytes of a work request between two registered regions: by
-//! the DMA engine when the device has a channel, else by the CPU.
+//! the DMA engine when the device has a channel, else (and for copies
+//! shorter than `copy_engine_min`) by the CPU.
 //!
 //! With a channel, every memory region was mapped for the engine's device
 //! once, at registration, so a copy is only descriptors: the regions' bus
