@@ -131,9 +131,12 @@ impl Mover {
     /// Whether a copy of `len` bytes between two regions is the CPU's
     /// ([`Self::copy`]): shorter than `copy_engine_min`, or no engine.
     pub(crate) fn cpu_copies(&self, len: u64) -> bool {
+        self.short(len) || self.chan.is_none() || self.gate.is_closed()
+    }
+
+    /// Whether `len` bytes are under `copy_engine_min`.
+    fn short(&self, len: u64) -> bool {
         u32::try_from(len).is_ok_and(|n| n < self.copy_engine_min)
-            || self.chan.is_none()
-            || self.gate.is_closed()
     }
 
     /// The engine, held for one use, unless there is no channel or its
@@ -210,10 +213,7 @@ impl Mover {
         if len == 0 {
             return Ok(());
         }
-        let engine = match u32::try_from(len) {
-            Ok(n) if n < self.copy_engine_min => None,
-            _ => self.engine(),
-        };
+        let engine = if self.short(len) { None } else { self.engine() };
         if let Some(engine) = engine {
             let (d, s) = (
                 dst.segments_in(&engine.guard),

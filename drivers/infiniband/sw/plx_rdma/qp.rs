@@ -559,7 +559,6 @@ impl Qp {
             && !datagram
             && st.port.is_none()
             && st.state == qp_state::RTS
-            && !st.dead
             && !st.worker;
         if here {
             st.worker = true;
