@@ -313,6 +313,12 @@ def report_uapi(rows, paths, out):
                 fh.write(f"{s} {rs} {rb} {cpu} {rg}\n")
 
 
+def rdma_median(rd, path, dev, tool, size):
+    """Median perftest figure of one device, tool and size on one path."""
+    return med(r["value"] for r in rd if r["path"] == path and r["device"] == dev
+               and r["tool"] == tool and r["size"] == size)
+
+
 def report_rdma(rows, out):
     rd = select(rows, kind="rdma")
     if not rd:
@@ -324,14 +330,10 @@ def report_rdma(rows, out):
              ("ib_read_bw", 1048576), ("ib_send_lat", 64), ("ib_write_lat", 64),
              ("ib_read_lat", 64))
 
-    def of(path, dev, tool, size):
-        return med(r["value"] for r in rd if r["path"] == path and r["device"] == dev
-                   and r["tool"] == tool and r["size"] == size)
-
     for path in sorted({r["path"] for r in rd}):
         for tool, size in tests:
-            p = of(path, "plx_rdma0", tool, size)
-            x = of(path, "rxe0", tool, size)
+            p = rdma_median(rd, path, "plx_rdma0", tool, size)
+            x = rdma_median(rd, path, "rxe0", tool, size)
             print(f"{path:>8} {tool:>12} {size:>8} {p:>10.2f} {x:>10.2f} {ratio(p, x):>8.2f}")
         sizes = sorted({r["size"] for r in rd if r["device"] == "plx_rdma0/cpu"})
         if sizes:
@@ -339,8 +341,8 @@ def report_rdma(rows, out):
                   " copy by the CPU (copy_engine_min), usec (median)")
             print(f"{'size':>8} {'engine':>10} {'cpu':>10} {'cpu/engine':>10}")
             for size in sizes:
-                e = of(path, "plx_rdma0/engine", "ib_write_lat", size)
-                c = of(path, "plx_rdma0/cpu", "ib_write_lat", size)
+                e = rdma_median(rd, path, "plx_rdma0/engine", "ib_write_lat", size)
+                c = rdma_median(rd, path, "plx_rdma0/cpu", "ib_write_lat", size)
                 print(f"{size:>8} {e:>10.2f} {c:>10.2f} {ratio(c, e):>10.2f}")
 
 
@@ -465,8 +467,7 @@ def report_targets(rows, paths):
     rd = select(rows, kind="rdma")
     for path in sorted({r["path"] for r in rd}):
         def of(dev, tool, size):
-            return med(r["value"] for r in rd if r["path"] == path and r["device"] == dev
-                       and r["tool"] == tool and r["size"] == size)
+            return rdma_median(rd, path, dev, tool, size)
         for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
             print(f"  plx_rdma0/rxe0 {tool} at 64 B ({path}):"
                   f" {ratio(of('plx_rdma0', tool, 64), of('rxe0', tool, 64)):.2f} (target <= 0.5)")
