@@ -13,7 +13,6 @@
  * say and what a received datagram means are all the caller's.
  */
 
-#include <linux/dma-mapping.h>
 #include <linux/inetdevice.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
@@ -298,23 +297,6 @@ int rust_skb_udp_bytes(const struct sk_buff *skb, u32 offset, void *to,
 		       u32 len)
 {
 	return skb_copy_bits(skb, skb_transport_offset(skb) + offset, to, len);
-}
-
-/*
- * Maps @len bytes of @skb's linear data at @p for @dev to read (a DMA
- * engine's source); 0 and *addr, or -ENOMEM.  The caller checked that the
- * range lies in the skb.
- */
-int rust_skb_dma_map(struct device *dev, struct sk_buff *skb, const u8 *p,
-		     u32 len, dma_addr_t *addr)
-{
-	*addr = dma_map_single(dev, (void *)p, len, DMA_TO_DEVICE);
-	return dma_mapping_error(dev, *addr) ? -ENOMEM : 0;
-}
-
-void rust_skb_dma_unmap(struct device *dev, dma_addr_t addr, u32 len)
-{
-	dma_unmap_single(dev, addr, len, DMA_TO_DEVICE);
 }
 
 /* Frees @skb: dropped (counted as a drop), or consumed (delivered). */

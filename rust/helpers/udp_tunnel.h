@@ -6,7 +6,6 @@
 #include <linux/skbuff.h>
 #include <linux/types.h>
 
-struct device;
 struct in6_addr;
 struct net;
 
@@ -35,8 +34,5 @@ const u8 *rust_skb_network_bytes(struct sk_buff *skb, u32 *len);
 int rust_skb_udp_bytes(const struct sk_buff *skb, u32 offset, void *to,
 		       u32 len);
 void rust_skb_free(struct sk_buff *skb, bool consumed);
-int rust_skb_dma_map(struct device *dev, struct sk_buff *skb, const u8 *p,
-		     u32 len, dma_addr_t *addr);
-void rust_skb_dma_unmap(struct device *dev, dma_addr_t addr, u32 len);
 
 #endif /* RUST_HELPERS_UDP_TUNNEL_H */

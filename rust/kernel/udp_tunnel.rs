@@ -24,15 +24,12 @@
 use crate::net_ns::NetNs;
 use core::{cell::Cell, ptr::NonNull};
 use kernel::{
-    device::Device,
-    dma::DmaAddress,
     ffi::{c_int, c_void},
     prelude::*,
-    sync::{aref::ARef, Arc, ArcBorrow},
+    sync::{Arc, ArcBorrow},
 };
 
 mod ffi {
-    use kernel::dma::DmaAddress;
     use kernel::ffi::{c_int, c_uint, c_void};
 
     pub(super) type RcvFn = unsafe extern "C" fn(ctx: *const c_void, skb: *mut c_void);
@@ -80,14 +77,6 @@ mod ffi {
             len: u32,
         ) -> c_int;
         pub(super) fn rust_skb_free(skb: *mut c_void, consumed: bool);
-        pub(super) fn rust_skb_dma_map(
-            dev: *mut c_void,
-            skb: *mut c_void,
-            p: *const u8,
-            len: u32,
-            addr: *mut DmaAddress,
-        ) -> c_int;
-        pub(super) fn rust_skb_dma_unmap(dev: *mut c_void, addr: DmaAddress, len: u32);
     }
 }
 
@@ -162,90 +151,10 @@ impl LinearSkb {
         unsafe { core::slice::from_raw_parts(p, len as usize) }
     }
 
-    /// Maps `part`, bytes of `skb`'s [`Self::network_bytes`], for `dev` to
-    /// read; `EINVAL` if it is not such bytes, `ENOMEM` if the mapping
-    /// fails. The mapping holds the datagram and the device, so it may
-    /// outlive the caller's references (a copy still in flight).
-    pub fn map_for_device(skb: &Arc<Self>, dev: &Device, part: &[u8]) -> Result<SkbDma> {
-        let all = skb.network_bytes().as_ptr_range();
-        let want = part.as_ptr_range();
-        if part.is_empty() || want.start < all.start || want.end > all.end {
-            return Err(EINVAL);
-        }
-        let len = u32::try_from(part.len()).map_err(|_| EINVAL)?;
-        let mut addr: DmaAddress = 0;
-        // SAFETY: `part` lies in the skb's linear data, checked above, which
-        // stays put while the returned mapping holds the skb; `dev` is a
-        // live device (`Device` is `repr(transparent)` over `struct
-        // device`).
-        let ret = unsafe {
-            ffi::rust_skb_dma_map(
-                raw_device(dev),
-                skb.raw.as_ptr(),
-                part.as_ptr(),
-                len,
-                &mut addr,
-            )
-        };
-        if ret != 0 {
-            return Err(Error::from_errno(ret));
-        }
-        Ok(SkbDma {
-            dev: dev.into(),
-            addr,
-            len,
-            _skb: skb.clone(),
-        })
-    }
-
     /// Frees the datagram as delivered (not counted as a drop) when it
     /// goes.
     pub fn mark_delivered(&self) {
         self.delivered.set(true);
-    }
-}
-
-/// Bytes of a received datagram mapped for a device to read; unmapped when
-/// dropped. It holds the datagram and the device while it lives.
-pub struct SkbDma {
-    dev: ARef<Device>,
-    addr: DmaAddress,
-    len: u32,
-    _skb: Arc<LinearSkb>,
-}
-
-/// The `struct device` of `dev`, as the helpers take it.
-fn raw_device(dev: &Device) -> *mut c_void {
-    core::ptr::from_ref(dev).cast_mut().cast::<c_void>()
-}
-
-impl SkbDma {
-    /// The device the bytes are mapped for.
-    pub fn device(&self) -> &Device {
-        &self.dev
-    }
-
-    /// The bus address of the bytes.
-    pub fn addr(&self) -> DmaAddress {
-        self.addr
-    }
-
-    /// Their length.
-    pub fn len(&self) -> u32 {
-        self.len
-    }
-
-    /// Whether there are none (never: mapping refuses an empty range).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl Drop for SkbDma {
-    fn drop(&mut self) {
-        // SAFETY: The mapping was made by `map_for_device` for this device
-        // with this length, and is unmapped once.
-        unsafe { ffi::rust_skb_dma_unmap(raw_device(&self.dev), self.addr, self.len) };
     }
 }
 

@@ -3,13 +3,15 @@
 //! Received payloads on their way into memory regions.
 //!
 //! The receive work item takes packets one after the other. A payload the
-//! engine is to place is not copied at once: its bytes are mapped for the
-//! engine and the copy joins the burst of the packets before it. A burst
-//! goes to the engine as one: its descriptors handed over together, one
+//! engine is to place is not copied at once: the copy joins the burst of
+//! the packets before it. A burst goes to the engine as one: its payloads
+//! mapped for the engine together (one IOVA range, one IOTLB sync, one
+//! invalidation when it ended), its descriptors handed over together, one
 //! start of the channel, an interrupt at its end (and every few copies),
-//! one wait. On an emulated engine each start and each interrupt is a
-//! round trip through the hypervisor, so a burst costs them once instead
-//! of once per packet.
+//! one wait. On an emulated engine behind an emulated IOMMU each mapping,
+//! start and interrupt is a round trip through the hypervisor, so a burst
+//! costs them once instead of once per packet. A burst whose payloads
+//! could not be mapped is written by the CPU, in order.
 //!
 //! A copy must have ended before anything says that its bytes are there.
 //! So the work item copies the burst and waits for it ("settles") before
@@ -34,7 +36,8 @@ use crate::{
     mr::MrUse,
     qp::Qp,
     replies::Replies,
-    udp_tunnel::{LinearSkb, SkbDma},
+    skb_dma::{SkbBurstDma, SkbPart},
+    udp_tunnel::LinearSkb,
     user_pages::{GateGuard, Segment},
     work_list::WorkList,
 };
@@ -62,15 +65,16 @@ pub(crate) struct Landing {
     copies: WorkList<Pending>,
 }
 
-/// One payload to copy: its mapped bytes, and the region they go to.
+/// One payload to copy: its bytes, and the region they go to.
 struct Pending {
     qp: Arc<Qp>,
     dst: MrUse,
     at: u64,
-    src: SkbDma,
+    src: SkbPart,
+    /// The payload's bus address, once its burst is mapped.
     seg: [Segment; 1],
-    /// Holds the engine's mappings (the region's, the payload's) until
-    /// the copy ended.
+    /// Holds the engine's mappings (the region's, the burst's) until the
+    /// copy ended.
     gate: GateGuard,
 }
 
@@ -81,14 +85,14 @@ impl Landing {
         }
     }
 
-    /// Adds the copy of `src`, mapped for `qp`'s engine under `gate`, to
-    /// byte `at` of the region `dst` to the burst.
+    /// Adds the copy of `src` by `qp`'s engine (held by `gate`) to byte
+    /// `at` of the region `dst` to the burst.
     pub(crate) fn start(
         &self,
         qp: &Arc<Qp>,
         dst: MrUse,
         at: u64,
-        src: SkbDma,
+        src: SkbPart,
         gate: GateGuard,
     ) -> Result {
         let full_or_other = self.copies.with(|c| {
@@ -98,7 +102,7 @@ impl Landing {
             self.settle_all();
         }
         let seg = [Segment {
-            addr: src.addr(),
+            addr: 0,
             len: src.len(),
         }];
         let entry = Pending {
@@ -120,27 +124,36 @@ impl Landing {
             let dev = first.qp.dev.clone();
             // Every entry holds the gate: the engine is there.
             let engine = dev.mover.engine_with(first.gate.clone());
+            let burst = match &engine {
+                Some(e) => match SkbBurstDma::map(e.device(), copies.iter().map(|p| &p.src)) {
+                    Ok(burst) => Some(burst),
+                    Err(_) => {
+                        Self::write_by_cpu(&mut copies);
+                        None
+                    }
+                },
+                None => None,
+            };
+            if let Some(burst) = &burst {
+                for (i, p) in copies.iter_mut().enumerate() {
+                    // `map` gave an address for every entry.
+                    p.seg[0].addr = burst.addr(i).unwrap_or(0);
+                }
+            }
             let span = |i: usize| {
                 let p = &copies[i];
                 let dst = p.dst.mem.segments_in(&p.gate);
                 let fits =
                     p.at.checked_add(u64::from(p.src.len()))
                         .is_some_and(|end| end <= p.dst.mem.len() as u64);
-                let same_device = engine
-                    .as_ref()
-                    .is_some_and(|e| core::ptr::eq(e.device(), p.src.device()));
                 Span {
                     dst,
                     dst_off: p.at,
                     src: &p.seg,
                     src_off: 0,
-                    // A copy out of its region's range, or mapped for
-                    // another device, is given no bytes, and fails.
-                    len: if fits && same_device {
-                        u64::from(p.src.len())
-                    } else {
-                        0
-                    },
+                    // A copy out of its region's range is given no bytes,
+                    // and fails.
+                    len: if fits { u64::from(p.src.len()) } else { 0 },
                 }
             };
             for p in copies.iter() {
@@ -148,24 +161,26 @@ impl Landing {
                     .mem
                     .sync_in(&p.gate, p.at, u64::from(p.src.len()), true);
             }
-            let ended = match &engine {
+            let ended = match (&engine, &burst) {
                 // SAFETY: Each span's destination is a region's mapping for
                 // the engine's device, valid while the entry's guard lives
                 // (`segments_in`), the region held by the entry (`dst`);
-                // its source the payload's bytes mapped for that device
-                // (`src`, checked above), held too. The entries live until
-                // the burst ended, and are kept for good below if the
-                // channel could not be stopped.
-                Some(e) => unsafe { dev.mover.copy_burst(e, &dev.stats, copies.len(), span) },
-                None => Err(CopyError::Failed),
+                // its source the payload's bytes, mapped for that device
+                // by `burst`. The entries and `burst` live until the burst
+                // ended, and are kept for good below if the channel could
+                // not be stopped.
+                (Some(e), Some(b)) if core::ptr::eq(e.device(), b.device()) => unsafe {
+                    dev.mover.copy_burst(e, &dev.stats, copies.len(), span)
+                },
+                _ => Err(CopyError::Failed),
             };
             let failed = match ended {
                 Ok(mask) => mask,
                 Err(CopyError::Failed) => u64::MAX,
                 Err(CopyError::Stuck) => {
+                    core::mem::forget(burst);
                     for p in copies.drain_all() {
                         p.dst.leak();
-                        core::mem::forget(p.src);
                         p.qp.state.lock().rc.landing_failed = true;
                     }
                     0
@@ -187,6 +202,24 @@ impl Landing {
         }
         // Keep the allocation for the next burst.
         self.copies.put_back(copies);
+    }
+
+    /// Writes a burst whose payloads could not be mapped for the engine by
+    /// the CPU, in order, and empties it.
+    fn write_by_cpu(copies: &mut KVec<Pending>) {
+        for p in copies.drain_all() {
+            let written = usize::try_from(p.at)
+                .map_err(|_| EFAULT)
+                .and_then(|at| p.dst.mem.write_at(at, p.src.bytes()));
+            match written {
+                Ok(()) => {
+                    let n = u64::from(p.src.len());
+                    let stats = &p.qp.dev.wire_stats;
+                    stats.rx_payload_cpu_bytes.fetch_add(n, Relaxed);
+                }
+                Err(_) => p.qp.state.lock().rc.landing_failed = true,
+            }
+        }
     }
 
     /// Copies the burst and waits for it; `EIO` if one of `qp`'s copies

@@ -38,6 +38,10 @@ mod random;
 mod rdma;
 #[expect(unreachable_pub)]
 #[allow(dead_code)]
+#[path = "../../../../rust/kernel/skb_dma.rs"]
+mod skb_dma;
+#[expect(unreachable_pub)]
+#[allow(dead_code)]
 #[path = "../../../../rust/kernel/udp_tunnel.rs"]
 mod udp_tunnel;
 #[expect(unreachable_pub)]

@@ -63,7 +63,7 @@ use crate::{
         access, qp_state, send_flags, wc_opcode, wc_status, wr_opcode, Sge, Wc, WC_WITH_IMM,
     },
     replies::Reply,
-    udp_tunnel::LinearSkb,
+    skb_dma::SkbPart,
     wire::{
         bth::Bth,
         ext::{Aeth, AtomicAckEth, AtomicEth, ImmDt, NakCode, Reth, Syndrome},
@@ -220,6 +220,14 @@ impl RcState {
 /// responder says how far it got.
 const ACK_EVERY: u32 = 8;
 
+/// Packets placed between two points where the responder (or a READ's
+/// requester) waits for the engine's burst to land and says so, besides a
+/// message's last: an acknowledge no one asked for, or a settle among a
+/// READ's responses. Each such point is an engine round trip; this many
+/// packets keep bursts long, and still show the peer's timer (tens of
+/// milliseconds at the least) progress well within it.
+const PROGRESS_EVERY: u32 = 32;
+
 /// The local ACK timeout of `timeout` (4.096 µs · 2^timeout), in
 /// milliseconds, at least 10; 0 (no timeout) waits a second at a time.
 fn ack_timeout_ms(timeout: u32) -> u32 {
@@ -289,13 +297,12 @@ fn place(
         let part = &bytes[range];
         if let Some(e) = &engine {
             // A region registered while the engine's device was going has
-            // no mapping for it: the CPU's, as is a payload that could not
-            // be mapped.
+            // no mapping for it: the CPU's.
             if !p.mr.mem.segments_in(e.guard()).is_empty() {
-                if let Ok(mapped) = LinearSkb::map_for_device(rx.skb, e.device(), part) {
+                if let Ok(src) = SkbPart::new(rx.skb, part) {
                     return rx
                         .landing
-                        .start(qp, p.mr.clone(), at, mapped, e.guard().clone());
+                        .start(qp, p.mr.clone(), at, src, e.guard().clone());
                 }
             }
         }
@@ -745,11 +752,11 @@ fn on_read_response(qp: &Arc<Qp>, pkt: &Packet<'_>, rx: &Incoming<'_>) -> bool {
     let end = off + payload.len() as u64;
     // The responder cuts at the path MTU: anything else is not ours.
     let fits = end <= len && (end == len) == pkt.info.ends_message();
-    // The burst is copied at the last response, and every `ACK_EVERY`
-    // before it: the requester's timer runs from the last progress, and a
-    // long burst (each payload unmapped after its copy, behind the IOMMU)
-    // could outlast it at the end of the message.
-    let settle = pkt.info.ends_message() || (acked + 1) % ACK_EVERY == 0;
+    // The burst is copied at the last response, and every
+    // `PROGRESS_EVERY` before it: the requester's timer runs from the last
+    // progress, and a long burst could outlast it at the end of the
+    // message.
+    let settle = pkt.info.ends_message() || (acked + 1) % PROGRESS_EVERY == 0;
     let placed = fits
         && resolve(qp, &sges[..num_sge], access::LOCAL_WRITE)
             .map_err(|()| EFAULT)
@@ -1296,10 +1303,11 @@ pub(crate) fn on_request(
     };
     match step {
         Step::Done => {
-            // Acknowledged where asked, and every `ACK_EVERY` requests
-            // besides: a peer that asks only at a long message's end
-            // (rxe) then sees progress, and its timer does not fire
-            // while this side is still placing the message.
+            // Acknowledged where asked, and every `PROGRESS_EVERY`
+            // requests besides: a peer that asks only at a long message's
+            // end (rxe: and every 64 packets) then sees progress, and its
+            // timer does not fire while this side is still placing the
+            // message.
             let (msn, ack) = {
                 let mut st = qp.state.lock();
                 st.rc.epsn = psn.next();
@@ -1308,7 +1316,7 @@ pub(crate) fn on_request(
                     st.rc.msn = (st.rc.msn + 1) & Psn::MASK;
                 }
                 st.rc.unacked += 1;
-                let ack = pkt.bth.ack_req || st.rc.unacked >= ACK_EVERY;
+                let ack = pkt.bth.ack_req || st.rc.unacked >= PROGRESS_EVERY;
                 if ack {
                     st.rc.unacked = 0;
                 }
