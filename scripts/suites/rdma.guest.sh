@@ -129,6 +129,8 @@ check "verbs kselftests on plx_rdma0: no failure, no skip" \
 	grep -q '^# Totals: pass:[1-9][0-9]* fail:0 xfail:0 xpass:0 skip:0 error:0' /tmp/verbs-plx.tap
 check "a SEND posted before its receive went from the posting thread to the QP's work item, which waited (poster_deferred $(stat poster_deferred))" \
 	test "$(stat poster_deferred)" -gt 0
+check "WRITEs and READs queued together went to the engine in one burst (burst_wrs $(stat burst_wrs))" \
+	test "$(stat burst_wrs)" -gt 0
 
 # Control groups: the rdma controller bounds a group's objects on
 # plx_rdma0, and the memory controller is charged with its rings.

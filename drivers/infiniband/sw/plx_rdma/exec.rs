@@ -25,6 +25,7 @@ use crate::{
     mr::MrUse,
     pd::Pd,
     qp::{Qp, RecvWqe, SendWqe},
+    send_burst::SendBurst,
     stats::Stats,
 };
 use kernel::{
@@ -53,6 +54,9 @@ pub(crate) enum Outcome {
     /// the work item does: it goes back to the head of the queue, nothing
     /// of it done.
     Deferred,
+    /// Its copy is queued in the work item's burst, which completes it
+    /// ([`SendBurst`]).
+    Queued,
 }
 
 /// Which thread runs a send queue.
@@ -71,8 +75,10 @@ pub(crate) enum Runner {
 /// it is being destroyed; on the poster's thread, until a request there
 /// is not for it.
 pub(crate) fn run_send_queue(qp: &Arc<Qp>, runner: Runner) {
+    let mut burst = SendBurst::new();
     while let Some((wqe, state)) = qp.next_send(runner) {
         if state == qp_state::ERR {
+            burst.flush(qp);
             qp.complete_send(send_wc(qp, &wqe, wc_status::WR_FLUSH_ERR, 0));
             continue;
         }
@@ -81,8 +87,15 @@ pub(crate) fn run_send_queue(qp: &Arc<Qp>, runner: Runner) {
         } else if qp.on_wire() {
             crate::rc::execute(qp, &wqe)
         } else {
-            execute(qp, &wqe, runner)
+            let joins = runner == Runner::Worker && joins_burst(qp, &wqe);
+            if !joins {
+                burst.flush(qp);
+            }
+            execute(qp, &wqe, runner, joins.then_some(&mut burst))
         };
+        if !matches!(outcome, Outcome::Queued) {
+            burst.flush(qp);
+        }
         if let Outcome::Deferred = outcome {
             Stats::add(&qp.dev.stats.poster_deferred, 1);
             qp.defer_send(wqe);
@@ -109,10 +122,50 @@ pub(crate) fn run_send_queue(qp: &Arc<Qp>, runner: Runner) {
                 qp.worker_stopped();
                 return;
             }
-            // Handled above.
-            Outcome::Deferred => {}
+            // Handled above, and by the burst.
+            Outcome::Deferred | Outcome::Queued => {}
         }
     }
+    burst.flush(qp);
+}
+
+/// Whether the work item may queue `wqe`'s copy in its burst: an RDMA
+/// WRITE or READ (without immediate data) whose bytes are in regions, and
+/// that the engine would copy.
+fn joins_burst(qp: &Qp, wqe: &SendWqe) -> bool {
+    matches!(wqe.opcode, wr_opcode::RDMA_WRITE | wr_opcode::RDMA_READ)
+        && wqe.inline.is_none()
+        && wqe.atomic.is_none()
+        && !qp.dev.mover.cpu_copies(wqe.len())
+}
+
+/// Queues the copy of an RDMA WRITE or READ between its local list and
+/// `remote` in `burst`. If the engine cannot take it, gives back the local
+/// list and the remote piece (`None` only if there was no memory to queue
+/// it with).
+fn queue_rdma(
+    qp: &Arc<Qp>,
+    wqe: &SendWqe,
+    burst: &mut SendBurst,
+    local: KVec<Piece>,
+    remote: Piece,
+    byte_len: u32,
+) -> core::result::Result<(), (KVec<Piece>, Option<Piece>)> {
+    let mut one = match KVec::with_capacity(1, GFP_KERNEL) {
+        Ok(v) => v,
+        Err(_) => return Err((local, Some(remote))),
+    };
+    // Room for one was made above.
+    let _ = one.push_within_capacity(remote);
+    let wc = send_wc(qp, wqe, wc_status::SUCCESS, byte_len);
+    let reads = wqe.opcode == wr_opcode::RDMA_READ;
+    let (dst, src) = if reads { (local, one) } else { (one, local) };
+    burst
+        .queue(qp, dst, src, wc, qp.signaled(wqe))
+        .map_err(|(dst, src)| {
+            let (local, mut one) = if reads { (dst, src) } else { (src, dst) };
+            (local, one.pop())
+        })
 }
 
 pub(crate) fn send_wc(qp: &Qp, wqe: &SendWqe, status: u32, byte_len: u32) -> Wc {
@@ -345,7 +398,7 @@ fn take_recv(qp: &Qp, peer: &Qp, runner: Runner) -> core::result::Result<RecvWqe
     }
 }
 
-fn execute(qp: &Arc<Qp>, wqe: &SendWqe, runner: Runner) -> Outcome {
+fn execute(qp: &Arc<Qp>, wqe: &SendWqe, runner: Runner, burst: Option<&mut SendBurst>) -> Outcome {
     let len = wqe.len();
     let Ok(byte_len) = u32::try_from(len) else {
         return Outcome::Failed(wc_status::LOC_LEN_ERR);
@@ -438,6 +491,19 @@ fn execute(qp: &Arc<Qp>, wqe: &SendWqe, runner: Runner) -> Outcome {
                 None
             };
             if let Some(remote) = remote {
+                let remote = match burst {
+                    Some(b) if recv.is_none() && wqe.inline.is_none() => {
+                        match queue_rdma(qp, wqe, b, local, remote, byte_len) {
+                            Ok(()) => return Outcome::Queued,
+                            Err((l, Some(r))) => {
+                                local = l;
+                                r
+                            }
+                            Err((_, None)) => return Outcome::Failed(wc_status::LOC_QP_OP_ERR),
+                        }
+                    }
+                    _ => remote,
+                };
                 let remote = [remote];
                 let copied = match &wqe.inline {
                     Some(bytes) => place_inline(&remote, bytes),

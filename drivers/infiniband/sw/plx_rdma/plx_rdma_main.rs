@@ -63,6 +63,7 @@ mod pd;
 mod qp;
 mod rc;
 mod replies;
+mod send_burst;
 mod srq;
 mod stats;
 mod ud;

@@ -25,6 +25,9 @@ pub(crate) struct Stats {
     /// Requests the posting thread handed to the QP's work item because
     /// they had to wait (no receive posted yet).
     pub(crate) poster_deferred: Atomic<u64>,
+    /// RDMA WRITEs and READs whose copies the QP's work item handed to
+    /// the engine in one burst with others.
+    pub(crate) burst_wrs: Atomic<u64>,
     /// Work completions with an error status (flushes included).
     pub(crate) error_wcs: Atomic<u64>,
     /// Datagrams (MADs on QP1) delivered to a receive.
@@ -55,6 +58,7 @@ impl Stats {
             send_wrs: Atomic::new(0),
             poster_wrs: Atomic::new(0),
             poster_deferred: Atomic::new(0),
+            burst_wrs: Atomic::new(0),
             error_wcs: Atomic::new(0),
             datagrams: Atomic::new(0),
             datagrams_dropped: Atomic::new(0),
@@ -79,6 +83,7 @@ impl Stats {
         writeln!(f, "send_wrs: {}", self.send_wrs.load(Relaxed))?;
         writeln!(f, "poster_wrs: {}", self.poster_wrs.load(Relaxed))?;
         writeln!(f, "poster_deferred: {}", self.poster_deferred.load(Relaxed))?;
+        writeln!(f, "burst_wrs: {}", self.burst_wrs.load(Relaxed))?;
         writeln!(f, "error_wcs: {}", self.error_wcs.load(Relaxed))?;
         writeln!(f, "datagrams: {}", self.datagrams.load(Relaxed))?;
         writeln!(

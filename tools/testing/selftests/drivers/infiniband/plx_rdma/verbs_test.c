@@ -1392,6 +1392,46 @@ TEST_F(pair, sixteen_writes_in_order)
 	EXPECT_EQ(0, memcmp(self->src, self->dst, DEPTH * 65536));
 }
 
+/*
+ * A WRITE, a READ of the bytes it wrote and a WRITE over them, posted in
+ * one list (on plx_rdma, one burst of the engine): the READ sees the
+ * first WRITE's bytes and not the second's.
+ */
+TEST_F(pair, write_read_write_in_order)
+{
+	const uint32_t len = 65536;
+	unsigned char *back = self->src + 2 * len;
+	uint64_t at = (uintptr_t)self->dst;
+	struct ibv_sge sge[3] = {
+		{ .addr = (uintptr_t)self->src, .length = len, .lkey = self->src_mr->lkey },
+		{ .addr = (uintptr_t)back, .length = len, .lkey = self->src_mr->lkey },
+		{ .addr = (uintptr_t)self->src + 1, .length = len, .lkey = self->src_mr->lkey },
+	};
+	struct ibv_send_wr wr[3], *bad;
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, connect_pair(self, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				  IBV_ACCESS_REMOTE_READ, 7));
+	memset(back, CANARY, len);
+	for (int i = 0; i < 3; i++) {
+		wr[i] = (struct ibv_send_wr){
+			.wr_id = 300 + i, .sg_list = &sge[i], .num_sge = 1,
+			.opcode = i == 1 ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
+			.send_flags = i == 2 ? IBV_SEND_SIGNALED : 0,
+			.wr.rdma = { .remote_addr = at, .rkey = self->dst_mr->rkey },
+			.next = i < 2 ? &wr[i + 1] : NULL,
+		};
+	}
+	ASSERT_EQ(0, ibv_post_send(self->a, wr, &bad));
+	ASSERT_EQ(1, poll_n(self->cq, &wc, 1));
+	EXPECT_EQ(302, wc.wr_id);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	OUTCOME("read=%s written=%s", memcmp(back, self->src, len) ? "differs" : "first",
+		memcmp(self->dst, self->src + 1, len) ? "differs" : "last");
+	EXPECT_EQ(0, memcmp(back, self->src, len));
+	EXPECT_EQ(0, memcmp(self->dst, self->src + 1, len));
+}
+
 /* What query_qp reports after connecting. */
 TEST_F(pair, query_after_connect)
 {
