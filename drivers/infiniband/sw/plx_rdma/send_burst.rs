@@ -100,10 +100,28 @@ impl SendBurst {
 
     /// Queues the copy of `src` into `dst` (lists of `qp`'s regions, in
     /// list order) of a request that completes as `wc` (if `signaled`),
-    /// flushing the burst first if it is full. Gives the lists back when
-    /// the engine cannot take them (no channel, or a region with no
-    /// mapping for it): the caller copies them.
+    /// flushing the burst first if it is full. Gives the lists back, the
+    /// burst flushed, when the engine cannot take them (no channel, or a
+    /// region with no mapping for it): the caller copies them, after
+    /// every queued copy.
     pub(crate) fn queue(
+        &mut self,
+        qp: &Arc<Qp>,
+        dst: KVec<Piece>,
+        src: KVec<Piece>,
+        wc: Wc,
+        signaled: bool,
+    ) -> core::result::Result<(), (KVec<Piece>, KVec<Piece>)> {
+        match self.try_queue(qp, dst, src, wc, signaled) {
+            Ok(()) => Ok(()),
+            Err(lists) => {
+                self.flush(qp);
+                Err(lists)
+            }
+        }
+    }
+
+    fn try_queue(
         &mut self,
         qp: &Arc<Qp>,
         dst: KVec<Piece>,
@@ -130,10 +148,7 @@ impl SendBurst {
         let mapped = Iterator::chain(dst.iter(), src.iter())
             .all(|p| !p.mr.mem.segments_in(engine.guard()).is_empty());
         self.guard = Some(engine.into_guard());
-        if !mapped {
-            return Err((dst, src));
-        }
-        if self.entries.reserve(1, GFP_KERNEL).is_err() {
+        if !mapped || self.entries.reserve(1, GFP_KERNEL).is_err() {
             return Err((dst, src));
         }
         let entry = Entry {
