@@ -112,27 +112,15 @@ impl SendBurst {
         wc: Wc,
         signaled: bool,
     ) -> core::result::Result<(), (KVec<Piece>, KVec<Piece>)> {
-        match self.try_queue(qp, dst, src, wc, signaled) {
-            Ok(()) => Ok(()),
-            Err(lists) => {
-                self.flush(qp);
-                Err(lists)
-            }
-        }
-    }
-
-    fn try_queue(
-        &mut self,
-        qp: &Arc<Qp>,
-        dst: KVec<Piece>,
-        src: KVec<Piece>,
-        wc: Wc,
-        signaled: bool,
-    ) -> core::result::Result<(), (KVec<Piece>, KVec<Piece>)> {
+        // A refusal flushes: the caller's copy comes after every queued one.
+        let refuse = |this: &mut Self, lists| {
+            this.flush(qp);
+            Err(lists)
+        };
         let mut copies = 0;
         pairs(&dst, &src, |_, _, _, _, _| copies += 1);
         if copies == 0 || copies > MAX_COPIES {
-            return Err((dst, src));
+            return refuse(self, (dst, src));
         }
         if self.copies + copies > MAX_COPIES {
             self.flush(qp);
@@ -143,13 +131,13 @@ impl SendBurst {
             None => mover.engine(),
         };
         let Some(engine) = engine else {
-            return Err((dst, src));
+            return refuse(self, (dst, src));
         };
         let mapped = Iterator::chain(dst.iter(), src.iter())
             .all(|p| !p.mr.mem.segments_in(engine.guard()).is_empty());
         self.guard = Some(engine.into_guard());
         if !mapped || self.entries.reserve(1, GFP_KERNEL).is_err() {
-            return Err((dst, src));
+            return refuse(self, (dst, src));
         }
         let entry = Entry {
             dst,
