@@ -248,8 +248,9 @@ impl Mover {
 
     /// Copies a burst of `n` spans ([`Span`]) with the engine, and waits
     /// for them: every descriptor handed over, an interrupt asked for
-    /// every [`IRQ_EVERY`] copies and at the last, the channel started
-    /// once. Returns the copies that failed, bit `i` for span `i` (`n` is
+    /// every [`IRQ_EVERY`] copies or [`IRQ_BYTES`] bytes and at the last,
+    /// the channel started once (and again while waiting for room in its
+    /// ring). Returns the copies that failed, bit `i` for span `i` (`n` is
     /// at most 64). If the channel cannot be stopped (`Stuck`), every
     /// span's memory must stay mapped for good.
     ///
@@ -305,12 +306,26 @@ impl Mover {
         )
         .map_err(|_| CopyError::Failed)?;
         let timeout_ms = copy_timeout_ms(self.timeout_base_ms, total);
-        let start = Instant::<Monotonic>::now();
+        // Waiting for room in the ring lasts while the channel ends
+        // descriptors (every QP's: a long burst behind others' is slow,
+        // not stuck), up to a timeout without any.
+        let mut room = (Instant::<Monotonic>::now(), self.progress.load(Relaxed));
         let mut sent = 0u32;
         let last_span = (0..n).rev().find(|i| failed & (1 << i) == 0);
+        // Copies and bytes since the last one that asked for an interrupt.
+        let (mut quiet, mut quiet_bytes) = (0usize, 0u64);
         'spans: for i in (0..n).filter(|i| failed & (1 << i) == 0) {
             let s = span(i);
-            let reports = Some(i) == last_span || i % IRQ_EVERY == IRQ_EVERY - 1;
+            quiet += 1;
+            quiet_bytes += s.len;
+            // An interrupt every `IRQ_EVERY` copies or `IRQ_BYTES` bytes,
+            // and at the last: what ends is reported (and the waiters see
+            // progress) at least that often.
+            let reports =
+                Some(i) == last_span || quiet >= IRQ_EVERY || quiet_bytes >= IRQ_BYTES;
+            if reports {
+                (quiet, quiet_bytes) = (0, 0);
+            }
             let mut it = chunks(&s).peekable();
             while let Some(c) = it.next() {
                 // The engine ends descriptors in order: an interrupt for a
@@ -327,12 +342,15 @@ impl Mover {
                     match submitted {
                         Ok(_) => break,
                         // The ring is full (of every QP's descriptors):
-                        // start what is queued and wait for room, within
-                        // the burst's time, instead of failing it.
-                        Err(e)
-                            if e == ENOSPC
-                                && start.elapsed().as_millis() < i64::from(timeout_ms) =>
-                        {
+                        // start what is queued and wait for room instead
+                        // of failing the burst.
+                        Err(e) if e == ENOSPC => {
+                            let now = self.progress.load(Relaxed);
+                            if now != room.1 {
+                                room = (Instant::<Monotonic>::now(), now);
+                            } else if room.0.elapsed().as_millis() >= i64::from(timeout_ms) {
+                                break 'spans;
+                            }
                             chan.issue_pending();
                             fsleep(Delta::from_micros(200));
                         }
@@ -489,6 +507,10 @@ impl Engine<'_> {
 
 /// Copies of a burst between which the engine is asked for an interrupt.
 const IRQ_EVERY: usize = 16;
+
+/// Bytes of a burst after which the engine is asked for an interrupt
+/// (sooner than [`IRQ_EVERY`] copies of large requests).
+const IRQ_BYTES: u64 = 64 * 1024;
 
 /// One copy of a burst: `len` bytes from byte `src_off` of the segment
 /// list `src` to byte `dst_off` of `dst`.
