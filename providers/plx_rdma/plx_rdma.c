@@ -5,11 +5,11 @@
  * The kernel driver (drivers/infiniband/sw/plx_rdma) keeps the work
  * queues in the kernel, so each verb is the matching ibv_cmd_*() call,
  * post_send and post_recv included: a short request is executed in its
- * post_send system call.  A CQ made with ibv_create_cq() is the exception:
- * the kernel writes its completions into a ring mapped into the process
- * (the driver's part of the create and resize responses says where), and
- * ibv_poll_cq() reads them with loads, no system call.  An extended CQ
- * (ibv_create_cq_ex) is polled through the kernel.
+ * post_send system call.  CQs are the exception: the kernel writes their
+ * completions into a ring mapped into the process (the driver's part of
+ * the create and resize responses says where), and ibv_poll_cq(),
+ * ibv_start_poll() and ibv_next_poll() read them with loads, no system
+ * call.
  *
  * Matching: the device is out of tree, so it has no driver_id of its own
  * and reports RDMA_DRIVER_UNKNOWN over netlink.  libibverbs then tries, for
@@ -102,8 +102,9 @@ struct plx_rdma_qp {
 
 /*
  * Every CQ is a verbs_cq.  For ibv_start_poll() and its accessors the CQ
- * keeps the one completion being read, polled from the kernel one at a
- * time, so that nothing polled is ever held back from ibv_poll_cq().
+ * keeps the one completion being read, taken from the ring (or the kernel)
+ * one at a time, so that nothing polled is ever held back from
+ * ibv_poll_cq().
  */
 struct plx_rdma_cq {
 	struct verbs_cq vcq;
@@ -155,6 +156,11 @@ _Static_assert(sizeof(struct plx_rdma_cqe) == 48, "the kernel's ENTRY_WORDS");
 
 struct plx_rdma_create_cq_resp {
 	struct ib_uverbs_create_cq_resp ibv_resp;
+	struct plx_rdma_cq_resp drv;
+};
+
+struct plx_rdma_create_cq_ex_resp {
+	struct ib_uverbs_ex_create_cq_resp ibv_resp;
 	struct plx_rdma_cq_resp drv;
 };
 
@@ -429,7 +435,7 @@ static struct plx_rdma_cq *to_plx_cq(struct ibv_cq_ex *cq_ex)
 
 /*
  * The extended CQ: ibv_start_poll() and ibv_next_poll() each take one
- * completion from the kernel (the poll command) and the read_*
+ * completion (from the ring, as ibv_poll_cq() does) and the read_*
  * accessors read it.  Everything ibv_wc carries can be read; what it does
  * not (timestamps, VLAN, flow tag, tag matching) is refused at creation.
  */
@@ -446,7 +452,7 @@ enum {
 /* Polls one completion into cq->wc: 0, ENOENT when none, or an errno. */
 static int plx_rdma_cq_take(struct plx_rdma_cq *cq)
 {
-	int n = ibv_cmd_poll_cq(&cq->vcq.cq, 1, &cq->wc);
+	int n = plx_rdma_poll_cq(&cq->vcq.cq, 1, &cq->wc);
 
 	if (n < 0)
 		return errno ? errno : EIO;
@@ -534,7 +540,7 @@ static void plx_rdma_read_no_tm_info(struct ibv_cq_ex *cq_ex,
 static struct ibv_cq_ex *plx_rdma_create_cq_ex(struct ibv_context *ibctx,
 					       struct ibv_cq_init_attr_ex *attr)
 {
-	struct ib_uverbs_ex_create_cq_resp resp;
+	struct plx_rdma_create_cq_ex_resp resp = {};
 	struct ibv_create_cq_ex cmd;
 	struct ibv_cq_ex *cq_ex;
 	struct plx_rdma_cq *cq;
@@ -558,7 +564,6 @@ static struct ibv_cq_ex *plx_rdma_create_cq_ex(struct ibv_context *ibctx,
 		errno = ENOMEM;
 		return NULL;
 	}
-	/* Not mapped, but ibv_resize_cq() takes it all the same. */
 	if (pthread_spin_init(&cq->ring_lock, PTHREAD_PROCESS_PRIVATE)) {
 		pthread_spin_destroy(&cq->lock);
 		free(cq);
@@ -567,7 +572,13 @@ static struct ibv_cq_ex *plx_rdma_create_cq_ex(struct ibv_context *ibctx,
 	}
 
 	ret = ibv_cmd_create_cq_ex(ibctx, attr, &cq->vcq, &cmd, sizeof(cmd),
-				   &resp, sizeof(resp), 0);
+				   &resp.ibv_resp, sizeof(resp), 0);
+	if (!ret && resp.drv.size) {
+		cq->mapped = true;
+		ret = plx_rdma_map_ring(cq, &resp.drv);
+		if (ret)
+			ibv_cmd_destroy_cq(&cq->vcq.cq);
+	}
 	if (ret) {
 		pthread_spin_destroy(&cq->ring_lock);
 		pthread_spin_destroy(&cq->lock);
