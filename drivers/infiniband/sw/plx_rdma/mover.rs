@@ -321,8 +321,7 @@ impl Mover {
             // An interrupt every `IRQ_EVERY` copies or `IRQ_BYTES` bytes,
             // and at the last: what ends is reported (and the waiters see
             // progress) at least that often.
-            let reports =
-                Some(i) == last_span || quiet >= IRQ_EVERY || quiet_bytes >= IRQ_BYTES;
+            let reports = Some(i) == last_span || quiet >= IRQ_EVERY || quiet_bytes >= IRQ_BYTES;
             if reports {
                 (quiet, quiet_bytes) = (0, 0);
             }
