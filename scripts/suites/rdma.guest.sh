@@ -187,14 +187,16 @@ check "ibv_rc_pingpong -s 65536 -c on a 2-descriptor ring" pingpong 65536 20
 check "rmmod plx_rdma" rmmod plx_rdma
 check "rust_plx_dma reloaded with its default ring" sh -c 'rmmod rust_plx_dma && modprobe rust_plx_dma'
 # A slow engine stops no one's copy: with a copy timeout of 50 ms (plus
-# 1 ms per 64 KiB) and every descriptor held 40 ms by the emulator (its
+# 1 ms per 64 KiB) and every descriptor held 25 ms by the emulator (its
 # busy fault: slow, still ending descriptors), four QPs writing 64 KiB at
-# once each wait behind the others' copies far past their timeouts, and
+# once each wait behind the others' bursts far past their timeouts, and
 # every write completes; the channel is never stopped (which would have
-# aborted every QP's copies at the first timeout).
+# aborted every QP's copies at the first timeout). The hold leaves the
+# interrupt and the waiter's wake-up half the timeout: a QP waits behind
+# up to sixty descriptors, and each must be seen ending within it.
 check "modprobe plx_rdma copy_timeout_ms=50" modprobe plx_rdma ifindex="$IFINDEX" copy_timeout_ms=50
 slow_chan=$(sed -n 's/^data_path: dma\([0-9]*\)chan0$/\1/p' "$STATS")
-host_ctl fault "${slow_chan:-0}" busy 40
+host_ctl fault "${slow_chan:-0}" busy 25
 check "a slow engine: ib_write_bw -q 4, each copy waiting past its timeout, completes" \
 	calibrated perf_pair ib_write_bw -q 4 -s 65536 -n 20
 host_ctl fault "${slow_chan:-0}" busy 0
