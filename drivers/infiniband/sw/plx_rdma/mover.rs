@@ -249,8 +249,8 @@ impl Mover {
     /// Copies a burst of `n` spans ([`Span`]) with the engine, and waits
     /// for them: every descriptor handed over, an interrupt asked for
     /// every [`IRQ_EVERY`] copies or [`IRQ_BYTES`] bytes and at the last,
-    /// the channel started once (and again while waiting for room in its
-    /// ring). Returns the copies that failed, bit `i` for span `i` (`n` is
+    /// the channel started at each of those (and while waiting for room in
+    /// its ring). Returns the copies that failed, bit `i` for span `i` (`n` is
     /// at most 64). If the channel cannot be stopped (`Stuck`), every
     /// span's memory must stay mapped for good.
     ///
@@ -357,6 +357,13 @@ impl Mover {
                     }
                 }
                 sent += 1;
+                // Started at each interrupt: the engine works on the
+                // front of a long burst while the rest is submitted, and
+                // is never left idle (every waiter on the channel seeing
+                // nothing end) for as long as the submission takes.
+                if interrupt {
+                    chan.issue_pending();
+                }
             }
         }
         if sent < count {
@@ -366,8 +373,11 @@ impl Mover {
             st.failed = true;
             st.failed_tags = u64::MAX;
             st.left = st.left.saturating_sub(count - sent);
+            drop(st);
+            chan.issue_pending();
         }
-        chan.issue_pending();
+        // Otherwise the last descriptor asked for an interrupt, and
+        // started the channel.
         match self.wait(chan, stats, &batch, total, timeout_ms) {
             Ok(()) | Err(CopyError::Failed) => {}
             Err(CopyError::Stuck) => return Err(CopyError::Stuck),
