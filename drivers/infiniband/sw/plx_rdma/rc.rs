@@ -220,12 +220,11 @@ impl RcState {
 /// responder says how far it got.
 const ACK_EVERY: u32 = 8;
 
-/// Packets placed between two points where the responder (or a READ's
-/// requester) waits for the engine's burst to land and says so, besides a
-/// message's last: an acknowledge no one asked for, or a settle among a
-/// READ's responses. Each such point is an engine round trip; this many
-/// packets keep bursts long, and still show the peer's timer (tens of
-/// milliseconds at the least) progress well within it.
+/// Request packets between two acknowledges the responder sends unasked
+/// (besides those asked for): each waits for the engine's burst to land,
+/// an engine round trip; this many keep bursts long, and still show the
+/// requester's timer (tens of milliseconds at the least) progress well
+/// within it.
 const PROGRESS_EVERY: u32 = 32;
 
 /// The local ACK timeout of `timeout` (4.096 µs · 2^timeout), in
@@ -752,11 +751,11 @@ fn on_read_response(qp: &Arc<Qp>, pkt: &Packet<'_>, rx: &Incoming<'_>) -> bool {
     let end = off + payload.len() as u64;
     // The responder cuts at the path MTU: anything else is not ours.
     let fits = end <= len && (end == len) == pkt.info.ends_message();
-    // The burst is copied at the last response, and every
-    // `PROGRESS_EVERY` before it: the requester's timer runs from the last
-    // progress, and a long burst could outlast it at the end of the
-    // message.
-    let settle = pkt.info.ends_message() || (acked + 1) % PROGRESS_EVERY == 0;
+    // The burst is copied at the last response, and every `ACK_EVERY`
+    // before it: this requester's own timer runs from the last progress,
+    // and a longer burst outlasted it on the test kernel (a READ asked
+    // again).
+    let settle = pkt.info.ends_message() || (acked + 1) % ACK_EVERY == 0;
     let placed = fits
         && resolve(qp, &sges[..num_sge], access::LOCAL_WRITE)
             .map_err(|()| EFAULT)
