@@ -233,13 +233,38 @@ fn resolve_remote(peer: &Qp, wqe: &SendWqe, want: u32, len: u64) -> Option<Piece
     Some(Piece { mr, offset, len })
 }
 
+/// Walks the pairs of pieces of `dst` and `src`, in list order, up to the
+/// shorter list, handing `f` each stretch: the destination piece's index
+/// and the offset in it, the source piece's and its offset, the length.
+/// Stops at the first error `f` returns.
+pub(crate) fn piece_pairs<E>(
+    dst: &[Piece],
+    src: &[Piece],
+    mut f: impl FnMut(usize, u64, usize, u64, u64) -> core::result::Result<(), E>,
+) -> core::result::Result<(), E> {
+    let (mut di, mut doff, mut si, mut soff) = (0, 0u64, 0, 0u64);
+    while di < dst.len() && si < src.len() {
+        let n = (dst[di].len - doff).min(src[si].len - soff);
+        f(di, doff, si, soff, n)?;
+        doff += n;
+        soff += n;
+        if doff == dst[di].len {
+            di += 1;
+            doff = 0;
+        }
+        if soff == src[si].len {
+            si += 1;
+            soff = 0;
+        }
+    }
+    Ok(())
+}
+
 /// Copies the bytes of `src` into `dst`, both in list order, up to the
 /// shorter one.
 fn copy_pieces(qp: &Qp, dst: &[Piece], src: &[Piece]) -> core::result::Result<(), CopyError> {
-    let (mut di, mut doff, mut si, mut soff) = (0, 0u64, 0, 0u64);
-    while di < dst.len() && si < src.len() {
+    piece_pairs(dst, src, |di, doff, si, soff, n| {
         let (d, s) = (&dst[di], &src[si]);
-        let n = (d.len - doff).min(s.len - soff);
         qp.dev.mover.copy(
             &qp.dev.stats,
             &d.mr.mem,
@@ -247,19 +272,8 @@ fn copy_pieces(qp: &Qp, dst: &[Piece], src: &[Piece]) -> core::result::Result<()
             &s.mr.mem,
             s.offset + soff,
             n,
-        )?;
-        doff += n;
-        soff += n;
-        if doff == d.len {
-            di += 1;
-            doff = 0;
-        }
-        if soff == s.len {
-            si += 1;
-            soff = 0;
-        }
-    }
-    Ok(())
+        )
+    })
 }
 
 /// Writes an inline request's `bytes` into `dst`, in list order, with the

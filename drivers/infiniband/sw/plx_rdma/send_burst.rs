@@ -24,7 +24,7 @@
 //! they would have had they not started.
 
 use crate::{
-    exec::Piece,
+    exec::{piece_pairs, Piece},
     mover::{CopyError, Span},
     qp::Qp,
     rdma::types::{wc_status, Wc},
@@ -51,8 +51,7 @@ struct Entry {
 
 /// One copy of a burst: between piece `d` of an entry's destination (from
 /// byte `doff` of it) and piece `s` of its source (from `soff`).
-#[derive(Clone, Copy)]
-struct Copy {
+struct Stretch {
     entry: usize,
     d: usize,
     doff: u64,
@@ -67,26 +66,6 @@ pub(crate) struct SendBurst {
     copies: usize,
     /// The engine's gate, held from the first queued request to the flush.
     guard: Option<GateGuard>,
-}
-
-/// Walks the pairs of pieces of `dst` and `src`, in list order, up to the
-/// shorter list, handing each pair's stretch to `f`.
-fn pairs(dst: &[Piece], src: &[Piece], mut f: impl FnMut(usize, u64, usize, u64, u64)) {
-    let (mut di, mut doff, mut si, mut soff) = (0, 0u64, 0, 0u64);
-    while di < dst.len() && si < src.len() {
-        let n = (dst[di].len - doff).min(src[si].len - soff);
-        f(di, doff, si, soff, n);
-        doff += n;
-        soff += n;
-        if doff == dst[di].len {
-            di += 1;
-            doff = 0;
-        }
-        if soff == src[si].len {
-            si += 1;
-            soff = 0;
-        }
-    }
 }
 
 impl SendBurst {
@@ -118,7 +97,10 @@ impl SendBurst {
             Err(lists)
         };
         let mut copies = 0;
-        pairs(&dst, &src, |_, _, _, _, _| copies += 1);
+        let _ = piece_pairs(&dst, &src, |_, _, _, _, _| {
+            copies += 1;
+            Ok::<(), ()>(())
+        });
         if copies == 0 || copies > MAX_COPIES {
             return refuse(self, (dst, src));
         }
@@ -164,11 +146,11 @@ impl SendBurst {
         };
         // Without room for the list every request fails, as a copy that
         // could not start.
-        let mut list = KVec::<Copy>::with_capacity(copies, GFP_KERNEL).unwrap_or_default();
+        let mut list = KVec::<Stretch>::with_capacity(copies, GFP_KERNEL).unwrap_or_default();
         for (i, e) in entries.iter().enumerate() {
-            pairs(&e.dst, &e.src, |d, doff, s, soff, len| {
+            let _ = piece_pairs(&e.dst, &e.src, |d, doff, s, soff, len| {
                 // Room for `copies` was reserved, if any.
-                let _ = list.push_within_capacity(Copy {
+                let _ = list.push_within_capacity(Stretch {
                     entry: i,
                     d,
                     doff,
@@ -176,6 +158,7 @@ impl SendBurst {
                     soff,
                     len,
                 });
+                Ok::<(), ()>(())
             });
         }
         let dev = &qp.dev;
@@ -186,7 +169,7 @@ impl SendBurst {
         let ended = match &engine {
             Some(engine) if list.len() == copies => {
                 let g = engine.guard();
-                let ends = |c: &Copy| {
+                let ends = |c: &Stretch| {
                     let e = &entries[c.entry];
                     let (d, s) = (&e.dst[c.d], &e.src[c.s]);
                     (d, d.offset + c.doff, s, s.offset + c.soff)
